@@ -1,0 +1,166 @@
+"""Allocation: one durable episode ID per allocation key.
+
+A retry (the key is already committed) is answered from the derived catalog
+without the lock and without writing: the answer is read from data that is
+committed and checked against the file's blob ID, so it cannot change under
+us. Everything else happens under the lock, from the first read to the commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from jobstate.errors import AllocationConflict, ConcurrentUpdate, UsageError
+from jobstate.gitrepo import blob_sha
+from jobstate.periods import Period, format_episode_id, next_sequence
+from jobstate.records import Episode, validate_key
+
+if TYPE_CHECKING:
+    from jobstate.catalog import Catalog, Row
+    from jobstate.store import Store
+
+_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The answer of allocate: the episode, and whether this call created it."""
+
+    episode_id: str
+    period_id: str
+    sequence: int
+    allocation_key: str
+    created: bool
+    recovered: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--json`` object."""
+        return {
+            "episode_id": self.episode_id,
+            "period_id": self.period_id,
+            "sequence": self.sequence,
+            "allocation_key": self.allocation_key,
+            "created": self.created,
+        }
+
+
+def allocate(store: Store, key: str, period: Period) -> Allocation:
+    """Return the episode for ``key`` in ``period``, allocating ``max + 1`` if the key is new.
+
+    Raises AllocationConflict when the key belongs to another period or to
+    several episodes: jobstate never guesses which one to reuse.
+    """
+    validate_key(key)
+    if period.kind != store.config.period:
+        raise UsageError(
+            f"period {period.id} is a {period.kind} but {store.root} counts {store.config.period} periods "
+            "(setting period in jobstate.yaml)"
+        )
+    store.require_initialized()
+    found = _committed_answer(store, key, period)
+    if found is not None:
+        return found
+    for _attempt in range(_ATTEMPTS):
+        with store.mutation() as cat:
+            answer = _decide_and_commit(store, cat, key, period)
+        if answer is not None:
+            return answer
+    raise ConcurrentUpdate(f"the branch of {store.root} kept moving while allocating key {key!r}; retry")
+
+
+def _committed_answer(store: Store, key: str, period: Period) -> Allocation | None:
+    """The lock-free retry path: a committed, unchanged episode with this key, or None."""
+    cat = store.read_catalog()
+    if cat is None:
+        return None
+    try:
+        rows = cat.by_key(key)
+    finally:
+        cat.close()
+    if len({r.episode_id for r in rows}) != 1 or rows[0].period_id != period.id:
+        return None  # unknown, conflicting or ambiguous: decided (and reported) under the lock
+    for row in rows:
+        try:
+            if blob_sha(store.path(row.path).read_bytes()) != row.blob:
+                return None
+        except OSError:
+            return None
+    r = rows[0]
+    return Allocation(r.episode_id, r.period_id, r.sequence, key, created=False)
+
+
+def _conflict_text(key: str, episodes: dict[str, str]) -> str:
+    return ", ".join(f"{eid} (period {pid})" for eid, pid in sorted(episodes.items()))
+
+
+def _decide_and_commit(store: Store, cat: Catalog, key: str, period: Period) -> Allocation | None:
+    orphans = store.uncommitted_episodes(cat)
+    rows: list[Row] = cat.by_key(key)
+    matches: dict[str, str] = {r.episode_id: r.period_id for r in rows}
+    mine = [o for o in orphans if o.allocation_key == key]
+    matches.update({o.episode_id: o.period_id for o in mine})
+    if len(matches) > 1:
+        raise AllocationConflict(
+            f"allocation key {key!r} matches {len(matches)} episodes: {_conflict_text(key, matches)}; "
+            "jobstate will not guess which to reuse: fix the state by hand (see jobstate show) and retry"
+        )
+    recover = {o.directory + "/episode.yaml": store.path(o.directory + "/episode.yaml").read_bytes() for o in orphans}
+    if matches:
+        ((episode_id, period_id),) = matches.items()
+        if period_id != period.id:
+            raise AllocationConflict(
+                f"allocation key {key!r} already belongs to episode {episode_id} in period {period_id}, "
+                f"not to period {period.id}; a key cannot move between periods: use a new key for {period.id}"
+            )
+        for row in rows:
+            store.check_clean(row)
+        seq = int(episode_id.rsplit("-", 1)[1])
+        if not mine:
+            if recover and store.commit(cat, recover, _recover_message(orphans)) is None:
+                return None
+            return Allocation(episode_id, period_id, seq, key, created=False)
+        if store.commit(cat, recover, _recover_message(orphans)) is None:
+            return None
+        return Allocation(episode_id, period_id, seq, key, created=False, recovered=True)
+    in_period = cat.by_period(period.id)
+    for row in in_period:
+        store.check_clean(row)
+    sequences = {r.sequence for r in in_period} | {o.sequence for o in orphans if o.period_id == period.id}
+    sequence = next_sequence(sequences)
+    episode = Episode(
+        episode_id=format_episode_id(period, sequence),
+        period_id=period.id,
+        period_kind=period.kind,
+        sequence=sequence,
+        allocation_key=key,
+        allocated_at=_now_text(store),
+    )
+    from jobstate.yamlio import atomic_write, dumps  # noqa: PLC0415
+
+    path = episode.directory + "/episode.yaml"
+    data = dumps(episode.to_yaml_dict())
+    atomic_write(store.path(path), data)
+    message = f"allocate {episode.episode_id} for key {key!r}"
+    if orphans:
+        message += "\n\n" + _recover_message(orphans)
+    if store.commit(cat, {**recover, path: data}, message) is None:
+        # the branch moved under us (not a jobstate writer: they hold the lock);
+        # forget this decision and make it again on the new tip
+        store.path(path).unlink()
+        store.path(episode.directory).rmdir()
+        return None
+    return Allocation(episode.episode_id, period.id, sequence, key, created=True)
+
+
+def _recover_message(orphans: list[Episode]) -> str:
+    lines = [
+        f"recover {o.episode_id} for key {o.allocation_key!r} (written by an interrupted allocate)" for o in orphans
+    ]
+    return "\n".join(lines)
+
+
+def _now_text(store: Store) -> str:
+    from jobstate.store import format_time  # noqa: PLC0415
+
+    return format_time(store.now())

@@ -1,0 +1,124 @@
+"""A derived catalog of episodes in SQLite (``.jobstate/catalog.sqlite``).
+
+It is never the truth: it records which commit it was derived from, every row
+carries the blob ID of the file it was read from, and it is brought up to date
+(incrementally from ``git diff-tree``, or rebuilt whole) whenever HEAD is not
+the commit it knows. Deleting it is always safe.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+VERSION = "1"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rows(
+    path TEXT PRIMARY KEY, episode_id TEXT NOT NULL, period_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL, allocation_key TEXT NOT NULL, blob TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS rows_by_key ON rows(allocation_key);
+CREATE INDEX IF NOT EXISTS rows_by_period ON rows(period_id, sequence);
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One committed file that describes an episode (episode.yaml or a history file)."""
+
+    path: str
+    episode_id: str
+    period_id: str
+    sequence: int
+    allocation_key: str
+    blob: str
+
+
+class Catalog:
+    """Connection to the catalog; writers hold the jobstate lock."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @classmethod
+    def open(cls, path: Path) -> Catalog:
+        """Open for writing, creating it (or recreating it when unreadable)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(2):
+            conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+            try:
+                conn.execute("PRAGMA synchronous=OFF")
+                conn.executescript(_SCHEMA)
+                if conn.execute("SELECT v FROM meta WHERE k='version'").fetchone() not in (None, (VERSION,)):
+                    raise sqlite3.DatabaseError("other version")
+                conn.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (VERSION,))
+                return cls(conn)
+            except sqlite3.DatabaseError:
+                # derived data: a damaged or foreign catalog is dropped and rebuilt
+                conn.close()
+                path.unlink(missing_ok=True)
+        raise sqlite3.DatabaseError(f"cannot create {path}")
+
+    @classmethod
+    def open_readonly(cls, path: Path) -> Catalog | None:
+        """Open without writing anything; None when there is no usable catalog."""
+        if not path.exists():
+            return None
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
+            conn.execute("SELECT v FROM meta WHERE k='version'").fetchone()
+        except sqlite3.Error:
+            return None
+        return cls(conn)
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def meta(self, key: str) -> str | None:
+        """One stored setting, e.g. the commit the rows were derived from."""
+        row = self.conn.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def by_key(self, key: str) -> list[Row]:
+        """Rows whose allocation key is ``key``."""
+        cur = self.conn.execute("SELECT * FROM rows WHERE allocation_key=?", (key,))
+        return [Row(*r) for r in cur.fetchall()]
+
+    def by_period(self, period_id: str) -> list[Row]:
+        """Rows of one period, by sequence."""
+        cur = self.conn.execute("SELECT * FROM rows WHERE period_id=? ORDER BY sequence", (period_id,))
+        return [Row(*r) for r in cur.fetchall()]
+
+    def by_episode(self, episode_id: str) -> list[Row]:
+        """Rows describing one episode."""
+        cur = self.conn.execute("SELECT * FROM rows WHERE episode_id=?", (episode_id,))
+        return [Row(*r) for r in cur.fetchall()]
+
+    def all_rows(self) -> list[Row]:
+        """Every row, in period and sequence order."""
+        cur = self.conn.execute("SELECT * FROM rows ORDER BY period_id, sequence, path")
+        return [Row(*r) for r in cur.fetchall()]
+
+    def state_ids(self) -> set[str]:
+        """Episode IDs that have a committed ``state/<id>/episode.yaml``."""
+        cur = self.conn.execute("SELECT episode_id FROM rows WHERE path LIKE 'state/%'")
+        return {r[0] for r in cur.fetchall()}
+
+    def update(
+        self, *, head: str | None, add: list[Row], remove: list[str], replace_all: bool = False, **meta: str
+    ) -> None:
+        """Apply one change in a single transaction and record the commit it reflects."""
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            if replace_all:
+                self.conn.execute("DELETE FROM rows")
+            self.conn.executemany("DELETE FROM rows WHERE path=?", [(p,) for p in remove])
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO rows VALUES(?,?,?,?,?,?)",
+                [(r.path, r.episode_id, r.period_id, r.sequence, r.allocation_key, r.blob) for r in add],
+            )
+            meta["head"] = head or ""
+            self.conn.executemany("INSERT OR REPLACE INTO meta VALUES(?,?)", list(meta.items()))

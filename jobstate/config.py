@@ -1,0 +1,72 @@
+"""``jobstate.yaml``: the optional per-repository settings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from jobstate.errors import StateInvalid
+from jobstate.periods import KINDS
+
+CONFIG_FILE = "jobstate.yaml"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings; every field has a default, so the file is optional."""
+
+    period: str = "iso-week"
+    timezone: str = "UTC"
+    lock_timeout: float = 30.0
+    remote: str | None = None
+
+    def to_json(self) -> str:
+        """Compact form cached in the catalog."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        """Inverse of to_json."""
+        return cls(**json.loads(text))
+
+
+def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
+    """Check a loaded jobstate.yaml; unknown or ill-typed settings are StateInvalid."""
+    if data is None:
+        return Config()
+    if not isinstance(data, dict):
+        raise StateInvalid(f"{source}: expected a mapping of settings")
+    unknown = sorted(set(data) - {"period", "timezone", "lock_timeout", "remote", "schema"})
+    if unknown:
+        raise StateInvalid(f"{source}: unknown setting {unknown[0]!r}; known: period, timezone, lock_timeout, remote")
+    period = data.get("period", "iso-week")
+    if period not in KINDS:
+        raise StateInvalid(f"{source}: period {period!r} is not one of {', '.join(KINDS)}")
+    tz = data.get("timezone", "UTC")
+    if not isinstance(tz, str):
+        raise StateInvalid(f"{source}: timezone must be a name such as UTC or Europe/Berlin")
+    try:
+        from zoneinfo import ZoneInfo  # noqa: PLC0415 - only when a config names one
+
+        ZoneInfo(tz)
+    except (ValueError, KeyError, OSError):
+        raise StateInvalid(f"{source}: unknown timezone {tz!r}") from None
+    timeout = data.get("lock_timeout", 30.0)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 <= timeout <= 86400:
+        raise StateInvalid(f"{source}: lock_timeout must be a number of seconds between 0 and 86400")
+    remote = data.get("remote")
+    if remote is not None and (not isinstance(remote, str) or not remote or remote.startswith("-")):
+        raise StateInvalid(f"{source}: remote must be the name of a git remote, e.g. origin")
+    return Config(period=period, timezone=tz, lock_timeout=float(timeout), remote=remote)
+
+
+DEFAULT_CONFIG_TEXT = """\
+# jobstate settings (all optional)
+# period: iso-week | day | month -- what an episode ID counts in
+period: iso-week
+# timezone that maps a scheduled time (--at) to its period
+timezone: UTC
+# seconds to wait for the jobstate lock before giving up (exit 3)
+lock_timeout: 30
+"""

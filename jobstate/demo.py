@@ -1,0 +1,104 @@
+"""``make demo``: the main job, end to end, in a throwaway state repository.
+
+Run with ``python -m jobstate.demo [DIR]``; without DIR a temp dir is used and removed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def _run(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", *args], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    shown = " ".join(a if " " not in a else repr(a) for a in args)
+    print(f"$ jobstate {shown}")
+    if proc.stdout:
+        print("  " + proc.stdout.rstrip().replace("\n", "\n  "))
+    if proc.stderr:
+        print("  (stderr) " + proc.stderr.rstrip().replace("\n", "\n  (stderr) "))
+    if proc.returncode:
+        print(f"  (exit {proc.returncode})")
+    if check and proc.returncode != 0:
+        raise SystemExit(f"demo: jobstate {shown} failed with exit {proc.returncode}")
+    return proc
+
+
+def _section(title: str) -> None:
+    print(f"\n== {title} ==")
+
+
+def allocation_demo(repo: Path) -> None:
+    """init, allocate across two weeks, retry, conflict, concurrent allocators, git log."""
+    _section("init a state repository")
+    _run(repo, "init", "--git-init")
+
+    _section("allocate: the sequence counts up within an ISO week and restarts the next week")
+    _run(repo, "allocate", "--key", "scheduled-run:2026-08-03", "--date", "2026-08-03")
+    _run(repo, "allocate", "--key", "scheduled-run:2026-08-05", "--date", "2026-08-05")
+    _run(repo, "allocate", "--key", "manual-rerun:2026-08-06", "--date", "2026-08-06")
+    _run(repo, "allocate", "--key", "scheduled-run:2026-08-10", "--date", "2026-08-10", "--json")
+
+    _section("a retried run reuses its key and gets the same episode; nothing is written")
+    _run(repo, "allocate", "--key", "scheduled-run:2026-08-05", "--date", "2026-08-05", "--json")
+
+    _section("a key cannot move to another week (exit 4)")
+    _run(repo, "allocate", "--key", "scheduled-run:2026-08-05", "--date", "2026-08-12", check=False)
+
+    _section("eight allocators at once, four new keys each sent twice")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "jobstate", "allocate", "--key", f"batch:{i % 4}", "--week", "2026-W34"],
+            cwd=repo,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(8)
+    ]
+    for i, p in enumerate(procs):
+        out, err = p.communicate()
+        print(f"  allocator {i} key batch:{i % 4} -> {out.strip() or err.strip()}")
+
+    _section("episodes")
+    _run(repo, "list")
+
+    _section("git log --stat")
+    log = subprocess.run(
+        ["git", "log", "--stat", "--format=%h %s"], cwd=repo, capture_output=True, text=True, check=True
+    )
+    print(log.stdout.rstrip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo in DIR or in a temp dir."""
+    args = sys.argv[1:] if argv is None else argv
+    env_defaults = {
+        "GIT_AUTHOR_NAME": "jobstate demo",
+        "GIT_AUTHOR_EMAIL": "demo@jobstate.invalid",
+        "GIT_COMMITTER_NAME": "jobstate demo",
+        "GIT_COMMITTER_EMAIL": "demo@jobstate.invalid",
+    }
+    for k, v in env_defaults.items():
+        os.environ.setdefault(k, v)
+    os.environ.pop("JOBSTATE_REPO", None)
+    if args:
+        repo = Path(args[0])
+        repo.mkdir(parents=True, exist_ok=True)
+        allocation_demo(repo)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="jobstate-demo-") as tmp:
+        repo = Path(tmp) / "state-repo"
+        repo.mkdir()
+        print(f"demo state repository: {repo} (removed afterwards)")
+        allocation_demo(repo)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,92 @@
+"""The one error root of jobstate and the one table of exit codes.
+
+Every failure a user can cause or meet is a ``JobstateError`` whose class says
+which exit code the CLI returns; the README documents the same table.
+"""
+
+from __future__ import annotations
+
+OK = 0
+VERIFY_PROBLEMS = 1
+USAGE = 2
+LOCK_OR_REMOTE = 3
+ALLOCATION_CONFLICT = 4
+EPISODE_UNKNOWN = 5
+SUBMISSION_UNKNOWN = 6
+STATE_INVALID = 7
+
+EXIT_CODES: dict[int, str] = {
+    OK: "ok",
+    VERIFY_PROBLEMS: "verify found problems",
+    USAGE: "usage or bad input",
+    LOCK_OR_REMOTE: "lock or remote not acquired within the timeout",
+    ALLOCATION_CONFLICT: "allocation conflict",
+    EPISODE_UNKNOWN: "episode unknown or not committed",
+    SUBMISSION_UNKNOWN: "submission state unknown",
+    STATE_INVALID: "state on disk invalid",
+}
+
+
+class JobstateError(Exception):
+    """Base of every error jobstate raises on purpose; ``exit_code`` maps it for the CLI."""
+
+    exit_code: int = USAGE
+
+
+class UsageError(JobstateError, ValueError):
+    """Bad input: a malformed key, week, path, option or a repository in the wrong shape."""
+
+    exit_code = USAGE
+
+
+class LockTimeout(JobstateError, TimeoutError):
+    """The jobstate lock was not acquired within the timeout."""
+
+    exit_code = LOCK_OR_REMOTE
+
+    def __init__(self, message: str, path: str, holder: dict[str, object] | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.holder = holder
+
+
+class RemoteUnavailable(JobstateError, ConnectionError):
+    """The shared Git remote could not be reached or kept rejecting our update."""
+
+    exit_code = LOCK_OR_REMOTE
+
+
+class ConcurrentUpdate(JobstateError, RuntimeError):
+    """The branch kept moving under us (a compare-and-swap lost too many times)."""
+
+    exit_code = LOCK_OR_REMOTE
+
+
+class AllocationConflict(JobstateError):
+    """A key already belongs to an episode of another period, or to several episodes."""
+
+    exit_code = ALLOCATION_CONFLICT
+
+
+class EpisodeUnknown(JobstateError, LookupError):
+    """The episode does not exist, is malformed, or is not committed and clean."""
+
+    exit_code = EPISODE_UNKNOWN
+
+
+class SubmissionUnknown(JobstateError):
+    """Nobody can confirm whether the vendor accepted an earlier attempt."""
+
+    exit_code = SUBMISSION_UNKNOWN
+
+
+class StateInvalid(JobstateError):
+    """State on disk cannot be trusted: malformed YAML, unknown schema, mismatched names."""
+
+    exit_code = STATE_INVALID
+
+
+class VerifyFailed(JobstateError):
+    """verify found problems (raised only where a caller asked for an exception)."""
+
+    exit_code = VERIFY_PROBLEMS

@@ -1,0 +1,119 @@
+"""Period and episode IDs: parsing, formatting, and the period a date falls in.
+
+Pure functions: no clock, no filesystem.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+
+from jobstate.errors import UsageError
+
+KINDS = ("iso-week", "day", "month")
+
+_WEEK = re.compile(r"(\d{4})-W(\d{2})")
+_DAY = re.compile(r"(\d{4})-(\d{2})-(\d{2})")
+_MONTH = re.compile(r"(\d{4})-(\d{2})")
+_EPISODE = re.compile(r"(.{7,10})-(0|[1-9]\d{0,5})")
+MAX_ID_LENGTH = 20
+
+
+@dataclass(frozen=True, order=True)
+class Period:
+    """One period: its kind (``iso-week``, ``day``, ``month``) and canonical ID."""
+
+    kind: str
+    id: str
+
+    def __str__(self) -> str:
+        return self.id
+
+
+def _kind_of(text: str) -> str | None:
+    if _WEEK.fullmatch(text):
+        return "iso-week"
+    if _DAY.fullmatch(text):
+        return "day"
+    if _MONTH.fullmatch(text):
+        return "month"
+    return None
+
+
+def parse_period(text: str, kind: str | None = None) -> Period:
+    """Parse a canonical period ID; ``kind`` restricts it to one kind of period."""
+    found = _kind_of(text) if isinstance(text, str) and text.isascii() else None
+    if found is None:
+        raise UsageError(f"invalid period {text!r}: expected YYYY-Www (ISO week), YYYY-MM-DD (day) or YYYY-MM (month)")
+    if kind is not None and found != kind:
+        raise UsageError(f"period {text!r} is a {found} but this repository counts {kind} periods")
+    if found == "iso-week":
+        m = _WEEK.fullmatch(text)
+        assert m is not None
+        year, week = int(m[1]), int(m[2])
+        try:
+            date.fromisocalendar(year, week, 1)
+        except ValueError:
+            raise UsageError(
+                f"invalid ISO week {text!r}: {year} has no week {week:02d} (weeks run 01..52, or 53 in long years)"
+            ) from None
+    elif found == "day":
+        try:
+            date.fromisoformat(text)
+        except ValueError:
+            raise UsageError(f"invalid day {text!r}: no such calendar date") from None
+    else:
+        m = _MONTH.fullmatch(text)
+        assert m is not None
+        if not 1 <= int(m[2]) <= 12 or int(m[1]) < 1:
+            raise UsageError(f"invalid month {text!r}: month must be 01..12")
+    if text.startswith("0000"):
+        raise UsageError(f"invalid period {text!r}: year 0000 does not exist")
+    return Period(found, text)
+
+
+def period_of(day: date, kind: str) -> Period:
+    """The period of ``kind`` that contains the calendar date ``day``."""
+    if kind == "iso-week":
+        year, week, _ = day.isocalendar()
+        return Period(kind, f"{year:04d}-W{week:02d}")
+    if kind == "day":
+        return Period(kind, day.isoformat())
+    if kind == "month":
+        return Period(kind, f"{day.year:04d}-{day.month:02d}")
+    raise UsageError(f"unknown period kind {kind!r}: use one of {', '.join(KINDS)}")
+
+
+def parse_date(text: str) -> date:
+    """Parse a strict ``YYYY-MM-DD`` date."""
+    if not isinstance(text, str) or not _DAY.fullmatch(text):
+        raise UsageError(f"invalid date {text!r}: expected YYYY-MM-DD")
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"invalid date {text!r}: no such calendar date") from None
+
+
+def format_episode_id(period: Period, sequence: int) -> str:
+    """``2026-W32`` and 1 give ``2026-W32-1``."""
+    return f"{period.id}-{sequence}"
+
+
+def parse_episode_id(text: object) -> tuple[Period, int]:
+    """Split a canonical episode ID into its period and sequence, or raise UsageError."""
+    if not isinstance(text, str) or len(text) > MAX_ID_LENGTH or not text.isascii():
+        raise UsageError(f"invalid episode ID {str(text)[:40]!r}: expected <period>-<sequence>, e.g. 2026-W32-0")
+    m = _EPISODE.fullmatch(text)
+    if m is None or _kind_of(m[1]) is None:
+        raise UsageError(f"invalid episode ID {text!r}: expected <period>-<sequence>, e.g. 2026-W32-0")
+    try:
+        period = parse_period(m[1])
+    except UsageError as exc:
+        raise UsageError(f"invalid episode ID {text!r}: {exc}") from None
+    return period, int(m[2])
+
+
+def next_sequence(existing: list[int] | set[int]) -> int:
+    """0 for an empty period, otherwise one past the highest sequence in use."""
+    return max(existing) + 1 if existing else 0

@@ -1,0 +1,129 @@
+"""Records stored as YAML, with schema checks. Pure: values in, values out."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobstate.errors import StateInvalid, UsageError
+from jobstate.periods import parse_episode_id, parse_period
+
+SCHEMA = 1
+MAX_KEY_LENGTH = 512
+EPISODE_FIELDS = (
+    "schema",
+    "episode_id",
+    "period_id",
+    "week_id",
+    "sequence",
+    "allocation_key",
+    "allocated_at",
+    "status",
+)
+
+
+def validate_key(key: object) -> str:
+    """An allocation key: an opaque string of 1 to 512 characters without control characters."""
+    if not isinstance(key, str) or not key:
+        raise UsageError("invalid allocation key: it must be a non-empty string")
+    if len(key) > MAX_KEY_LENGTH:
+        raise UsageError(f"invalid allocation key: {len(key)} characters, at most {MAX_KEY_LENGTH} allowed")
+    for ch in key:
+        if unicodedata.category(ch) in ("Cc", "Cs"):
+            raise UsageError(f"invalid allocation key {key[:40]!r}: control character U+{ord(ch):04X} is not allowed")
+    return key
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One allocated episode: ``state/<episode_id>/episode.yaml``."""
+
+    episode_id: str
+    period_id: str
+    period_kind: str
+    sequence: int
+    allocation_key: str
+    allocated_at: str
+    status: str = "allocated"
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def directory(self) -> str:
+        """The episode's directory, relative to the repository root."""
+        return f"state/{self.episode_id}"
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """Fields in a fixed order; fields this version does not know are kept after them."""
+        out: dict[str, Any] = {
+            "schema": SCHEMA,
+            "episode_id": self.episode_id,
+            "period_id": self.period_id,
+        }
+        if self.period_kind == "iso-week":
+            out["week_id"] = self.period_id
+        out.update(
+            sequence=self.sequence,
+            allocation_key=self.allocation_key,
+            allocated_at=self.allocated_at,
+            status=self.status,
+        )
+        out.update(self.extra)
+        return out
+
+    def summary(self, created: bool) -> dict[str, Any]:
+        """The ``--json`` answer of allocate."""
+        return {
+            "episode_id": self.episode_id,
+            "period_id": self.period_id,
+            "sequence": self.sequence,
+            "allocation_key": self.allocation_key,
+            "created": created,
+        }
+
+
+def _require(data: dict[str, Any], name: str, kind: type, source: str) -> Any:
+    value = data.get(name)
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise StateInvalid(f"{source}: field {name!r} must be a {kind.__name__}, found {value!r:.60}")
+    return value
+
+
+def episode_from_yaml_dict(data: Any, source: str, directory_name: str | None) -> Episode:
+    """Check one loaded episode.yaml (or history file) and build the Episode it describes.
+
+    ``directory_name`` is the name the file was found under; it must equal episode_id.
+    """
+    if not isinstance(data, dict):
+        raise StateInvalid(f"{source}: expected a mapping of episode fields, found {type(data).__name__}")
+    schema = data.get("schema")
+    if schema != SCHEMA or isinstance(schema, bool):
+        raise StateInvalid(
+            f"{source}: unknown schema {schema!r} (this jobstate reads schema {SCHEMA}); "
+            "upgrade jobstate or fix the file"
+        )
+    episode_id = _require(data, "episode_id", str, source)
+    try:
+        period, sequence = parse_episode_id(episode_id)
+    except UsageError as exc:
+        raise StateInvalid(f"{source}: {exc}") from None
+    if directory_name is not None and directory_name != episode_id:
+        raise StateInvalid(f"{source}: episode_id {episode_id!r} does not match its name {directory_name!r}")
+    period_id = _require(data, "period_id", str, source)
+    if period_id != period.id:
+        raise StateInvalid(f"{source}: period_id {period_id!r} does not match episode_id {episode_id!r}")
+    if "week_id" in data and data["week_id"] != period.id:
+        raise StateInvalid(f"{source}: week_id {data['week_id']!r} does not match episode_id {episode_id!r}")
+    seq = _require(data, "sequence", int, source)
+    if seq != sequence:
+        raise StateInvalid(f"{source}: sequence {seq} does not match episode_id {episode_id!r}")
+    key = _require(data, "allocation_key", str, source)
+    try:
+        validate_key(key)
+    except UsageError as exc:
+        raise StateInvalid(f"{source}: {exc}") from None
+    allocated_at = _require(data, "allocated_at", str, source)
+    status = _require(data, "status", str, source)
+    parse_period(period.id)
+    extra = {k: v for k, v in data.items() if k not in EPISODE_FIELDS}
+    return Episode(episode_id, period.id, period.kind, sequence, key, allocated_at, status, extra)

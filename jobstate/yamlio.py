@@ -1,0 +1,69 @@
+"""The only module that imports PyYAML: safe loading, stable dumping, atomic writes."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jobstate.errors import StateInvalid
+
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def loads(data: bytes | str, source: str) -> Any:
+    """Parse YAML with the safe loader only; any error names ``source`` (exit 7)."""
+    try:
+        return yaml.load(data, Loader=_Loader)  # noqa: S506 - a safe loader class
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise StateInvalid(
+            f"{source}: invalid YAML{where}: {first}; fix or restore the file (git checkout -- {source})"
+        ) from None
+
+
+def load_file(path: Path, source: str) -> Any:
+    """Read and parse one YAML file; a missing or unreadable file is StateInvalid too."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise StateInvalid(f"{source}: cannot read: {exc.strerror}") from None
+    return loads(data, source)
+
+
+def dumps(data: Any) -> bytes:
+    """Dump with the caller's key order (records fix it) so diffs stay small."""
+    text: str = yaml.dump(
+        data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
+    )
+    return text.encode("utf-8")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half.
+
+    A temp file in the same directory is written, fsynced and renamed over the
+    target; the directory is fsynced so the rename survives a crash.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)

@@ -1,0 +1,98 @@
+"""Real Git repositories under tmp_path; no test can touch a state repo outside it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import jobstate.setup_repo
+import jobstate.store
+from jobstate.gitrepo import find_root
+from jobstate.setup_repo import init
+from jobstate.store import Store
+
+FIXED = datetime(2026, 8, 7, 10, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    gitconfig = home / ".gitconfig"
+    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in ("JOBSTATE_REPO", "JOBSTATE_LOCK_TIMEOUT", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+    def guarded_find_root(start: Path) -> Path:
+        root = find_root(start)
+        if not root.resolve().is_relative_to(tmp_path.resolve()):
+            raise AssertionError(f"test tried to use a state repo outside tmp_path: {root}")
+        return root
+
+    monkeypatch.setattr(jobstate.store, "find_root", guarded_find_root)
+    monkeypatch.setattr(jobstate.setup_repo, "find_root", guarded_find_root)
+
+
+def git(repo: Path, *args: str) -> str:
+    """Run git in ``repo`` and return stdout."""
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A fresh state repository (git init + jobstate init)."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    store, _ = init(path, git_init=True)
+    store.close()
+    return path
+
+
+@pytest.fixture
+def store(repo: Path) -> Iterator[Store]:
+    """The Store of ``repo`` with a fixed clock."""
+    s = Store(repo, now=lambda: FIXED, lock_timeout=5)
+    yield s
+    s.close()
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``python -m jobstate ARGS`` as a real subprocess; never a traceback on stderr."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        check=False,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if proc.returncode != 0:
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    return proc
+
+
+def committed_files(repo: Path) -> set[str]:
+    """Every path in HEAD."""
+    return set(git(repo, "ls-tree", "-r", "--name-only", "HEAD").split())
+
+
+def status(repo: Path) -> str:
+    """git status --porcelain (empty when clean)."""
+    return git(repo, "status", "--porcelain", "--untracked-files=all")

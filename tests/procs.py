@@ -1,0 +1,49 @@
+"""Helpers that start real jobstate processes together."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# waits for a start file, then runs the CLI: every process starts deciding at once
+_GATED = """
+import os, sys, time
+gate = sys.argv[1]
+while not os.path.exists(gate):
+    time.sleep(0.001)
+from jobstate.cli import main
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
+def run_together(cwd: Path, arglists: list[list[str]], gate: Path, timeout: float = 120) -> list[tuple[int, str, str]]:
+    """Start one process per argument list, open the gate, and collect (code, stdout, stderr)."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _GATED, str(gate), *args],
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ),
+        )
+        for args in arglists
+    ]
+    time.sleep(0.5)  # let every interpreter finish starting
+    gate.write_text("go")
+    out = []
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=timeout)
+        out.append((p.returncode, stdout, stderr))
+    return out
+
+
+def parse_json_lines(results: list[tuple[int, str, str]]) -> list[dict[str, object]]:
+    """The --json answers, asserting every process succeeded."""
+    for code, _out, err in results:
+        assert code == 0, err
+    return [json.loads(out) for _code, out, _err in results]

@@ -1,0 +1,236 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jobstate.allocation import allocate
+from jobstate.errors import AllocationConflict, StateInvalid, UsageError
+from jobstate.periods import parse_period
+from jobstate.store import Store
+from jobstate.yamlio import dumps
+
+from .conftest import committed_files, git, status
+
+W32 = parse_period("2026-W32")
+W33 = parse_period("2026-W33")
+
+
+def test_sequence_increments_within_a_week_and_restarts_next_week(store: Store, repo: Path) -> None:
+    ids = [allocate(store, f"run:{i}", W32).episode_id for i in range(3)]
+    assert ids == ["2026-W32-0", "2026-W32-1", "2026-W32-2"]
+    assert allocate(store, "run:next", W33).episode_id == "2026-W33-0"
+    assert allocate(store, "run:3", W32).episode_id == "2026-W32-3"
+    assert {f"state/{i}/episode.yaml" for i in [*ids, "2026-W33-0", "2026-W32-3"]} <= committed_files(repo)
+    assert status(repo) == ""
+
+
+def test_same_key_returns_same_episode_and_writes_nothing(store: Store, repo: Path) -> None:
+    first = allocate(store, "scheduled-run:2026-08-07", W32)
+    head = git(repo, "rev-parse", "HEAD")
+    again = allocate(store, "scheduled-run:2026-08-07", W32)
+    assert (first.episode_id, first.created) == ("2026-W32-0", True)
+    assert (again.episode_id, again.created) == ("2026-W32-0", False)
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_commit_message_names_episode_and_key(store: Store, repo: Path) -> None:
+    allocate(store, "scheduled-run:2026-08-07", W32)
+    msg = git(repo, "log", "-1", "--format=%B")
+    assert "2026-W32-0" in msg
+    assert "scheduled-run:2026-08-07" in msg
+    assert git(repo, "show", "--stat", "--format=", "HEAD").strip().startswith("state/2026-W32-0/episode.yaml")
+
+
+def test_key_cannot_silently_cross_weeks(store: Store, repo: Path) -> None:
+    allocate(store, "k", W32)
+    head = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(AllocationConflict, match=r"2026-W32.*2026-W33"):
+        allocate(store, "k", W33)
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert not (repo / "state" / "2026-W33-0").exists()
+
+
+def _write_episode(repo: Path, episode_id: str, key: str) -> None:
+    period, seq = episode_id.rsplit("-", 1)
+    data = {
+        "schema": 1,
+        "episode_id": episode_id,
+        "period_id": period,
+        "week_id": period,
+        "sequence": int(seq),
+        "allocation_key": key,
+        "allocated_at": "2026-08-07T10:00:00Z",
+        "status": "allocated",
+    }
+    path = repo / "state" / episode_id / "episode.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(dumps(data))
+
+
+def test_ambiguous_key_fails_and_lists_the_episodes(store: Store, repo: Path) -> None:
+    allocate(store, "dup", W32)
+    _write_episode(repo, "2026-W32-1", "dup")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "hand-made duplicate")
+    with pytest.raises(AllocationConflict, match=r"2026-W32-0.*2026-W32-1"):
+        allocate(store, "dup", W32)
+
+
+def test_same_key_after_crash_returns_same_episode(store: Store, repo: Path) -> None:
+    # what a kill between write and commit leaves: the file, uncommitted
+    allocate(store, "other", W32)
+    _write_episode(repo, "2026-W32-1", "crashed")
+    result = allocate(store, "crashed", W32)
+    assert (result.episode_id, result.created, result.recovered) == ("2026-W32-1", False, True)
+    assert "state/2026-W32-1/episode.yaml" in committed_files(repo)
+    assert status(repo) == ""
+    assert allocate(store, "crashed", W32).episode_id == "2026-W32-1"
+
+
+def test_an_uncommitted_episode_of_another_key_keeps_its_sequence(store: Store, repo: Path) -> None:
+    _write_episode(repo, "2026-W32-0", "crashed")
+    assert allocate(store, "new", W32).episode_id == "2026-W32-1"
+    assert "state/2026-W32-0/episode.yaml" in committed_files(repo)
+    assert allocate(store, "crashed", W32).episode_id == "2026-W32-0"
+
+
+def test_catalog_is_rebuilt_when_deleted_or_stale(store: Store, repo: Path) -> None:
+    for i in range(3):
+        allocate(store, f"k{i}", W32)
+    store.close()
+    (repo / ".jobstate" / "catalog.sqlite").unlink()
+    assert allocate(store, "k1", W32).episode_id == "2026-W32-1"
+    # a commit jobstate did not make (a git pull, a hand edit) makes the catalog stale
+    _write_episode(repo, "2026-W32-3", "by-hand")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "by hand")
+    assert allocate(store, "by-hand", W32).episode_id == "2026-W32-3"
+    assert allocate(store, "k3", W32).episode_id == "2026-W32-4"
+
+
+def test_garbage_catalog_is_replaced(store: Store, repo: Path) -> None:
+    allocate(store, "a", W32)
+    store.close()
+    (repo / ".jobstate" / "catalog.sqlite").write_bytes(b"not a database at all" * 100)
+    assert allocate(store, "a", W32).episode_id == "2026-W32-0"
+    assert allocate(store, "b", W32).episode_id == "2026-W32-1"
+
+
+def test_catalog_that_disagrees_with_files_is_not_trusted(store: Store, repo: Path) -> None:
+    allocate(store, "a", W32)
+    path = repo / "state" / "2026-W32-0" / "episode.yaml"
+    path.write_text(path.read_text().replace("allocation_key: a", "allocation_key: b"))
+    with pytest.raises(UsageError, match="uncommitted changes"):
+        allocate(store, "a", W32)
+
+
+def test_dirty_committed_episode_in_target_period_refuses(store: Store, repo: Path) -> None:
+    allocate(store, "a", W32)
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / "state" / "2026-W32-0" / "episode.yaml").write_text("schema: 1\n")
+    with pytest.raises(UsageError, match=r"state/2026-W32-0/episode.yaml has uncommitted changes"):
+        allocate(store, "b", W32)
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_stray_file_in_state_refuses(store: Store, repo: Path) -> None:
+    (repo / "state" / "notes.txt").write_text("hi")
+    with pytest.raises(StateInvalid, match=r"state/notes\.txt"):
+        allocate(store, "a", W32)
+    assert not (repo / "state" / "2026-W32-0").exists()
+
+
+def test_deleted_committed_episode_refuses(store: Store, repo: Path) -> None:
+    allocate(store, "a", W32)
+    shutil.rmtree(repo / "state" / "2026-W32-0")
+    with pytest.raises(UsageError, match="missing from the work tree"):
+        allocate(store, "b", W32)
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"schema: 1\nepisode_id: [unclosed\n", "invalid YAML"),
+        (b"!!python/object/apply:os.system ['echo pwned']\n", "invalid YAML"),
+        (b"schema: 99\n", "unknown schema 99"),
+        (b"- a list\n", "expected a mapping"),
+    ],
+)
+def test_invalid_uncommitted_state_is_exit_7_and_nothing_written(
+    store: Store, repo: Path, content: bytes, match: str
+) -> None:
+    path = repo / "state" / "2026-W32-0" / "episode.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    head = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(StateInvalid, match=match) as info:
+        allocate(store, "a", W32)
+    assert info.value.exit_code == 7
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_directory_name_must_equal_episode_id(store: Store, repo: Path) -> None:
+    _write_episode(repo, "2026-W32-0", "a")
+    (repo / "state" / "2026-W32-0").rename(repo / "state" / "2026-W32-5")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "renamed by hand")
+    with pytest.raises(StateInvalid, match="does not match its name"):
+        allocate(store, "b", W32)
+
+
+@pytest.mark.parametrize("key", ["", "x" * 513, "a\nb", "a\x00b", "tab\there", "\x7f", "bad\ud800"])
+def test_bad_keys_are_rejected_before_anything_is_read(store: Store, repo: Path, key: str) -> None:
+    with pytest.raises(UsageError) as info:
+        allocate(store, key, W32)
+    assert info.value.exit_code == 2
+    assert not (repo / "state" / "2026-W32-0").exists()
+
+
+def test_keys_are_opaque_never_paths(store: Store, repo: Path) -> None:
+    keys = ["../../etc/passwd", "$(rm -rf /)", "; ls", "x" * 512, "ключ", "'quoted' \"double\"", "*"]
+    ids = [allocate(store, k, W32).episode_id for k in keys]
+    assert ids == [f"2026-W32-{i}" for i in range(len(keys))]
+    assert [allocate(store, k, W32).episode_id for k in keys] == ids
+    assert sorted(p.name for p in (repo / "state").iterdir() if not p.name.startswith(".")) == sorted(ids)
+
+
+def test_period_kind_must_match_the_repository(store: Store) -> None:
+    with pytest.raises(UsageError, match="counts iso-week periods"):
+        allocate(store, "a", parse_period("2026-08-07"))
+
+
+def test_day_periods_from_config(repo: Path) -> None:
+    (repo / "jobstate.yaml").write_text("period: day\n")
+    git(repo, "commit", "-qam", "days")
+    with Store(repo) as s:
+        assert allocate(s, "a", parse_period("2026-08-07")).episode_id == "2026-08-07-0"
+        assert allocate(s, "b", parse_period("2026-08-07")).episode_id == "2026-08-07-1"
+        assert allocate(s, "c", parse_period("2026-08-08")).episode_id == "2026-08-08-0"
+
+
+def test_foreign_index_lock_defers_index_update_without_wedging(store: Store, repo: Path) -> None:
+    lock = repo / ".git" / "index.lock"
+    lock.write_text("")
+    assert allocate(store, "a", W32).episode_id == "2026-W32-0"
+    assert "state/2026-W32-0/episode.yaml" in committed_files(repo)
+    lock.unlink()
+    assert allocate(store, "b", W32).episode_id == "2026-W32-1"
+    assert status(repo) == ""
+
+
+def test_leftover_private_index_lock_from_a_killed_jobstate_is_cleared(store: Store, repo: Path) -> None:
+    (repo / ".git" / "jobstate-index.lock").write_text("")
+    (repo / ".git" / "jobstate-index").write_text("junk")
+    assert allocate(store, "a", W32).episode_id == "2026-W32-0"
+    assert status(repo) == ""
+    assert not (repo / ".git" / "jobstate-index.lock").exists()
+
+
+def test_uninitialized_repo_is_refused(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    git(plain, "init", "-q")
+    with Store(plain) as s, pytest.raises(UsageError, match="jobstate init"):
+        allocate(s, "a", W32)

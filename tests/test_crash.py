@@ -1,0 +1,125 @@
+"""Real SIGKILLs at random and at chosen moments; the next allocate recovers."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobstate.store import Store
+
+from .conftest import committed_files, git, run_cli, status
+
+KILLS = int(os.environ.get("JOBSTATE_TEST_KILLS", "100"))
+
+
+def _assert_consistent(repo: Path, keys: list[str], week: str) -> None:
+    answers = {}
+    for key in keys:
+        proc = run_cli("allocate", "--key", key, "--week", week, cwd=repo)
+        assert proc.returncode == 0, proc.stderr
+        answers[key] = proc.stdout.strip()
+    # same answer the second time, and one episode per key
+    for key in keys:
+        assert run_cli("allocate", "--key", key, "--week", week, cwd=repo).stdout.strip() == answers[key]
+    assert len(set(answers.values())) == len(keys)
+    with Store(repo) as s:
+        episodes = s.episodes(week)
+    assert [e.sequence for e in episodes] == list(range(len(episodes)))
+    assert {e.allocation_key for e in episodes} == set(keys)
+    committed = committed_files(repo)
+    assert all(f"state/{e.episode_id}/episode.yaml" in committed for e in episodes)
+    assert status(repo) == ""
+    assert not (repo / ".git" / "index.lock").exists()
+    git(repo, "fsck", "--no-progress")
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_moments_loses_and_duplicates_nothing(repo: Path) -> None:
+    rng = random.Random(20260807)
+    keys: list[str] = []
+    for i in range(KILLS):
+        key = f"run:{i % (KILLS // 3 + 1)}"  # a third of the keys come back: retries of killed runs
+        if key not in keys:
+            keys.append(key)
+        with subprocess.Popen(
+            [sys.executable, "-m", "jobstate", "allocate", "--key", key, "--week", "2026-W32"],
+            cwd=repo,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        ) as proc:
+            time.sleep(rng.uniform(0.0, 0.35))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+    _assert_consistent(repo, keys, "2026-W32")
+
+
+def _fake_git(tmp_path: Path, kill_on: str) -> dict[str, str]:
+    """A git on PATH that SIGKILLs its caller (jobstate) when asked to run ``kill_on``."""
+    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    script = bindir / "git"
+    script.write_text(
+        f'#!/bin/sh\nif [ "$1" = "{kill_on}" ] && [ -f "$KILL_ARMED" ]; then\n'
+        f'  rm -f "$KILL_ARMED"; kill -9 $PPID; sleep 5; exit 1\nfi\nexec {real} "$@"\n'
+    )
+    script.chmod(0o755)
+    armed = tmp_path / "armed"
+    armed.write_text("")
+    return {"PATH": f"{bindir}:{os.environ['PATH']}", "KILL_ARMED": str(armed)}
+
+
+@pytest.mark.parametrize("kill_on", ["update-ref", "update-index"])
+def test_kill_between_write_and_commit_or_commit_and_index(repo: Path, tmp_path: Path, kill_on: str) -> None:
+    run_cli("allocate", "--key", "before", "--week", "2026-W32", cwd=repo)
+    env = _fake_git(tmp_path, kill_on)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", "allocate", "--key", "victim", "--week", "2026-W32"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL
+    assert (repo / "state" / "2026-W32-1" / "episode.yaml").exists()
+    if kill_on == "update-ref":
+        assert "state/2026-W32-1/episode.yaml" not in committed_files(repo)
+    else:
+        assert "state/2026-W32-1/episode.yaml" in committed_files(repo)
+        assert status(repo) != ""  # the index is behind until the next command
+    again = run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=repo)
+    assert again.stdout == "2026-W32-1\n", again.stderr
+    _assert_consistent(repo, ["before", "victim"], "2026-W32")
+
+
+def test_kill_inside_the_index_update_leaves_nothing_that_wedges(repo: Path, tmp_path: Path) -> None:
+    # git itself killed while it holds the private index lock
+    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    (bindir / "git").write_text(
+        '#!/bin/sh\nif [ "$1" = update-index ] && [ -n "$GIT_INDEX_FILE" ]; then\n'
+        '  : > "$GIT_INDEX_FILE.lock"; kill -9 $PPID; kill -9 $$\nfi\n'
+        f'exec {real} "$@"\n'
+    )
+    (bindir / "git").chmod(0o755)
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", "allocate", "--key", "victim", "--week", "2026-W32"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"},
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL
+    assert (repo / ".git" / "jobstate-index.lock").exists()
+    assert run_cli("allocate", "--key", "next", "--week", "2026-W32", cwd=repo).stdout == "2026-W32-1\n"
+    _assert_consistent(repo, ["victim", "next"], "2026-W32")
