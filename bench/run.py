@@ -1,1 +1,158 @@
+"""``make bench``: performance figures from one run on one machine.
+
+Every figure stands beside a baseline measured in the same run, and the
+ratios are what the targets speak of; nothing here asserts a time.
+Sections: ``allocate`` (default), ``verify``, ``remote``; pass names to run a subset.
+"""
+
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@jobstate.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@jobstate.invalid",
+}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+
+def per_call(fn: Callable[[int], object], calls: int) -> float:
+    """Median-free, honest mean seconds per call over ``calls`` calls."""
+    start = time.perf_counter()
+    for i in range(calls):
+        fn(i)
+    return (time.perf_counter() - start) / calls
+
+
+def make_repo(parent: Path, episodes: int) -> Path:
+    """A state repo with ``episodes`` committed episodes spread over weeks (written directly)."""
+    from jobstate.setup_repo import init
+
+    repo = parent / f"repo-{episodes}"
+    repo.mkdir()
+    store, _ = init(repo, git_init=True)
+    store.close()
+    per_week = 50
+    for n in range(episodes):
+        week, seq = divmod(n, per_week)
+        year, wk = 2000 + week // 52, week % 52 + 1
+        eid = f"{year}-W{wk:02d}-{seq}"
+        d = repo / "state" / eid
+        d.mkdir()
+        (d / "episode.yaml").write_text(
+            f"schema: 1\nepisode_id: {eid}\nperiod_id: {year}-W{wk:02d}\nweek_id: {year}-W{wk:02d}\n"
+            f"sequence: {seq}\nallocation_key: existing:{n}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"
+        )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"{episodes} episodes")
+    return repo
+
+
+def bench_allocate() -> None:
+    from jobstate.allocation import allocate
+    from jobstate.periods import parse_period
+    from jobstate.store import Store
+
+    print("== allocate (library API; baseline: write one file, git add + git commit, same repo) ==")
+    print(
+        f"{'episodes':>9} {'baseline ms':>12} {'new ms':>8} {'new/base':>9} {'new/s':>7} "
+        f"{'retry ms':>9} {'retry/s':>8} {'retry/new':>10}"
+    )
+    calls = int(os.environ.get("BENCH_CALLS", "60"))
+    results: dict[int, tuple[float, float, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="jobstate-bench-") as tmp:
+        for size in (10, 1000, 10000):
+            repo = make_repo(Path(tmp), size)
+            week = parse_period("2026-W32")
+            with Store(repo, lock_timeout=60) as store:
+                allocate(store, "warm-up", week)  # builds the catalog once
+
+                def baseline(i: int, repo: Path = repo) -> None:
+                    f = repo / "baseline" / f"{i}.txt"
+                    f.parent.mkdir(exist_ok=True)
+                    f.write_text(f"{i}\n")
+                    git(repo, "add", "--", str(f))
+                    git(repo, "commit", "-q", "-m", f"baseline {i}")
+
+                def new(i: int, store: Store = store, size: int = size) -> None:
+                    allocate(store, f"new:{size}:{i}", week)
+
+                def retry(i: int, store: Store = store, size: int = size) -> None:
+                    allocate(store, f"existing:{i * 7 % size}", parse_period(_week_of(i * 7 % size)))
+
+                base_t = per_call(baseline, calls)
+                new_t = per_call(new, calls)
+                retry_t = per_call(retry, calls * 5)
+            results[size] = (base_t, new_t, retry_t)
+            print(
+                f"{size:>9} {base_t * 1e3:>12.2f} {new_t * 1e3:>8.2f} {new_t / base_t:>9.2f} {1 / new_t:>7.0f} "
+                f"{retry_t * 1e3:>9.3f} {1 / retry_t:>8.0f} {retry_t / new_t:>10.3f}"
+            )
+        n10, n10k = results[10], results[10000]
+        print(
+            f"growth 10 -> 10,000 episodes: new x{n10k[1] / n10[1]:.2f}, retry x{n10k[2] / n10[2]:.2f} "
+            "(target: at most x1.5)"
+        )
+        print("targets: new/base <= 1.0, retry/new <= 0.1")
+        cli_retry(Path(tmp) / "repo-10000")
+
+
+def _week_of(n: int) -> str:
+    week = n // 50
+    return f"{2000 + week // 52}-W{week % 52 + 1:02d}"
+
+
+def cli_retry(repo: Path) -> None:
+    """Whole-process time of ``jobstate allocate`` on the retry path, beside ``python -c pass``."""
+    runs = 15
+    py = [sys.executable]
+
+    def bare(_i: int) -> None:
+        subprocess.run([*py, "-c", "pass"], check=True)
+
+    def cli(_i: int) -> None:
+        subprocess.run(
+            [*py, "-m", "jobstate", "allocate", "--key", "existing:3", "--week", "2000-W01"],
+            cwd=repo,
+            check=True,
+            capture_output=True,
+        )
+
+    bare_t, cli_t = per_call(bare, runs), per_call(cli, runs)
+    print(
+        f"CLI retry, whole process (10,000 episodes): {cli_t * 1e3:.1f} ms; "
+        f"python -c pass: {bare_t * 1e3:.1f} ms; jobstate's own share: {(cli_t - bare_t) * 1e3:.1f} ms"
+    )
+
+
+SECTIONS: dict[str, Callable[[], None]] = {"allocate": bench_allocate}
+
+
+def main(argv: list[str]) -> int:
+    os.environ.update(GIT_ENV)
+    names = argv or list(SECTIONS)
+    for name in names:
+        if name not in SECTIONS:
+            print(f"bench: unknown section {name!r}; known: {', '.join(SECTIONS)}", file=sys.stderr)
+            return 2
+        SECTIONS[name]()
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobstate.gitrepo import BLOB_MODE, TREE_MODE, GitRepo, blob_sha
+
+from .conftest import git
+
+_names = st.text(alphabet="abc-./_019W", min_size=1, max_size=6).filter(lambda n: "/" not in n and n not in (".", ".."))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.dictionaries(_names, st.booleans(), min_size=1, max_size=30), st.lists(_names, max_size=8), st.data())
+def test_spliced_trees_equal_what_git_mktree_writes(
+    repo: Path, entries: dict[str, bool], removals: list[str], data: st.DataObject
+) -> None:
+    g = GitRepo(repo)
+    blob = g.write_object(b"blob", b"x\n")
+    subtree = g.write_object(b"tree", BLOB_MODE + b" f\0" + bytes.fromhex(blob))
+    changes = {n: ((TREE_MODE, subtree) if is_dir else (BLOB_MODE, blob)) for n, is_dir in entries.items()}
+    tree = g.edit_tree(None, changes)
+    current = dict(changes)
+    for name in removals:
+        tree = g.edit_tree(tree, {name: None})
+        current.pop(name, None)
+    extra = data.draw(_names)
+    current[extra] = (BLOB_MODE, blob)
+    tree = g.edit_tree(tree, {extra: (BLOB_MODE, blob)})
+    listing = "".join(
+        f"{'040000 tree' if mode == TREE_MODE else '100644 blob'} {sha}\t{name}\n"
+        for name, (mode, sha) in ((n, c) for n, c in current.items() if c is not None)
+    )
+    expected = subprocess.run(["git", "mktree"], cwd=repo, input=listing, capture_output=True, text=True, check=True)
+    assert tree == expected.stdout.strip()
+
+
+def test_blob_sha_matches_git(repo: Path) -> None:
+    (repo / "f").write_bytes(b"hello\0world\n")
+    assert blob_sha(b"hello\0world\n") == git(repo, "hash-object", "f").strip()
+
+
+def test_update_ref_is_a_compare_and_swap(repo: Path) -> None:
+    g = GitRepo(repo)
+    head = g.head_commit()
+    assert head is not None
+    commit = g.build_commit(head, {"x.txt": b"x"}, "x")
+    assert g.update_ref("refs/heads/main", commit, "0" * 40, "stale") is False
+    assert g.head_commit() == head
+    assert g.update_ref("refs/heads/main", commit, head, "fresh") is True
+    assert git(repo, "log", "-1", "--format=%s").strip() == "x"
+
+
+def test_refs_are_read_from_packed_refs_too(repo: Path) -> None:
+    head = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "pack-refs", "--all")
+    git(repo, "gc", "-q")
+    g = GitRepo(repo)
+    assert g.head_commit() == head
+    assert g.commit_tree_of(head) == git(repo, "rev-parse", "HEAD^{tree}").strip()
