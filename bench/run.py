@@ -75,9 +75,9 @@ def bench_allocate() -> None:
     calls = int(os.environ.get("BENCH_CALLS", "60"))
     results: dict[int, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="jobstate-bench-") as tmp:
+        week = parse_period("2026-W32")
         for size in (10, 1000, 10000):
             repo = make_repo(Path(tmp), size)
-            week = parse_period("2026-W32")
             with Store(repo, lock_timeout=60) as store:
                 allocate(store, "warm-up", week)  # builds the catalog once
 

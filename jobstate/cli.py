@@ -128,6 +128,113 @@ def cmd_lock_info(args: argparse.Namespace) -> int:
     return 0
 
 
+class CommandFailed(JobstateError):
+    """The command run by ``jobstate run`` failed; its exit code is passed on."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.exit_code = code
+
+
+def _read_report(path: Path) -> dict[str, object]:
+    if not path.exists():
+        return {}
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise UsageError(f"{path}: the command's JOBSTATE_RESULT is not one JSON object") from None
+    if not isinstance(report, dict):
+        raise UsageError(f"{path}: the command's JOBSTATE_RESULT must be one JSON object")
+    return report
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import subprocess  # noqa: PLC0415
+
+    from jobstate.paid import paid_step  # noqa: PLC0415
+
+    command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not command:
+        raise UsageError("jobstate run needs a command after --, e.g. jobstate run --episode E --step S -- ./generate")
+    with _store(args) as store, paid_step(store, args.episode, args.step) as step:
+        result = store.private / "results" / f"{args.episode}.{args.step}.{step.attempt}.json"
+        result.parent.mkdir(parents=True, exist_ok=True)
+        result.unlink(missing_ok=True)
+        env = dict(os.environ)
+        env.update(
+            JOBSTATE_EPISODE=args.episode,
+            JOBSTATE_STEP=args.step,
+            JOBSTATE_IDEMPOTENCY_KEY=step.idempotency_key,
+            JOBSTATE_RESULT=str(result),
+            JOBSTATE_EPISODE_DIR=str(step.directory),
+            JOBSTATE_REPO=str(store.root),
+        )
+        env.pop("JOBSTATE_REMOTE_REF", None)
+        if step.remote_ref:
+            env["JOBSTATE_REMOTE_REF"] = step.remote_ref
+            print(f"jobstate: resuming remote task {step.remote_ref} of {args.step}", file=sys.stderr)
+        try:
+            proc = subprocess.run(command, env=env, check=False)
+        except OSError as exc:
+            step.not_submitted(f"command could not start: {exc.strerror}")
+            raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+        report = _read_report(result)
+        ref = report.get("remote_ref")
+        if ref is not None:
+            step.accepted(str(ref))
+        elif report.get("submitted") is False and step.remote_ref is None:
+            step.not_submitted(str(report.get("error", "the command reported that nothing was submitted")))
+        cost = report.get("cost")
+        if isinstance(cost, dict):
+            step.cost(str(cost.get("amount")), str(cost.get("currency")), step.remote_ref)
+        elif cost is not None:
+            raise UsageError(f"{result}: 'cost' must be an object with amount and currency")
+        reported = report.get("artifacts", [])
+        if not isinstance(reported, list):
+            raise UsageError(f"{result}: 'artifacts' must be a list of paths")
+        for path in reported:
+            step.artifact(str(path))
+        if proc.returncode != 0:
+            state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
+            if step.remote_ref is None and report.get("submitted") is not False:
+                state = "unknown: the next run refuses until it is resolved"
+            raise CommandFailed(
+                f"{command[0]} exited with {proc.returncode}; step {args.step} is {state}", proc.returncode
+            )
+    return 0
+
+
+def cmd_resolve(args: argparse.Namespace) -> int:
+    from jobstate.paid import resolve  # noqa: PLC0415
+
+    with _store(args) as store:
+        outcome = resolve(store, args.episode, args.step, accepted=args.accepted, by=args.by, reason=args.reason)
+    print(outcome)
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    from jobstate.paid import approve  # noqa: PLC0415
+
+    with _store(args) as store:
+        decision = approve(store, args.episode, by=args.by, reject=args.reject, reason=args.reason or "")
+    print(f"{args.episode} {decision['status']}")
+    return 0
+
+
+def cmd_complete(args: argparse.Namespace) -> int:
+    from jobstate.paid import complete  # noqa: PLC0415
+
+    with _store(args) as store:
+        record = complete(store, args.episode)
+    if args.json:
+        _print_json(record)
+    else:
+        totals = ", ".join(f"{v} {k}" for k, v in record["cost_totals"].items()) or "no costs"
+        print(f"{args.episode} completed ({totals})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the commands)."""
     common = _Parser(add_help=False)
@@ -160,6 +267,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_list)
 
+    p = sub.add_parser("run", parents=[common], help="run a paid step's command, after the guard")
+    p.add_argument("--episode", required=True, help="an allocated, committed episode ID")
+    p.add_argument("--step", required=True, help="step name, e.g. generate")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (run without a shell)")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("resolve", parents=[common], help="settle a submission whose acceptance is unknown")
+    p.add_argument("--episode", required=True)
+    p.add_argument("--step", required=True)
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--accepted", metavar="REMOTE_REF", help="the vendor accepted it as this task")
+    how.add_argument("--not-submitted", action="store_true", help="the vendor has no such task")
+    p.add_argument("--by", required=True)
+    p.add_argument("--reason", required=True)
+    p.set_defaults(func=cmd_resolve)
+
+    p = sub.add_parser("approve", parents=[common], help="approve (or --reject) an episode's output")
+    p.add_argument("--episode", required=True)
+    p.add_argument("--by", required=True)
+    p.add_argument("--reject", action="store_true")
+    p.add_argument("--reason")
+    p.set_defaults(func=cmd_approve)
+
+    p = sub.add_parser("complete", parents=[common], help="write history/<id>.yaml for an approved episode")
+    p.add_argument("--episode", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_complete)
+
     p = sub.add_parser("lock-info", parents=[common], help="who holds the lock")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_lock_info)
@@ -172,7 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         code: int = args.func(args)
     except JobstateError as exc:
-        print(f"jobstate: error: {exc}", file=sys.stderr)
+        label = "" if exc.exit_code == 0 or isinstance(exc, CommandFailed) else "error: "
+        print(f"jobstate: {label}{exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("jobstate: interrupted", file=sys.stderr)

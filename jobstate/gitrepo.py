@@ -411,6 +411,10 @@ class GitRepo:
             return None
         return [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
 
+    def in_head(self, path: str) -> bool:
+        """Whether HEAD contains ``path``. Read-only."""
+        return self.run("cat-file", "-e", f"HEAD:{path}", check=False).returncode == 0
+
     def status(self, *paths: str) -> list[tuple[str, str]]:
         """(XY code, path) of changed and untracked files; takes no lock (GIT_OPTIONAL_LOCKS=0)."""
         proc = self.run(

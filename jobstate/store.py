@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +25,7 @@ from jobstate.gitrepo import GitRepo, blob_sha, find_root
 from jobstate.periods import parse_episode_id
 
 if TYPE_CHECKING:
+    from jobstate.paid import PaidStep
     from jobstate.records import Episode
 
 STATE = "state"
@@ -364,6 +365,12 @@ class Store:
                 f"{row.path} has uncommitted changes; commit them or restore the file with: git checkout -- {row.path}"
             )
         return data
+
+    def paid_step(self, episode_id: str, step: str) -> AbstractContextManager[PaidStep]:
+        """``with store.paid_step(id, step) as step:`` (see jobstate.paid.paid_step)."""
+        from jobstate.paid import paid_step  # noqa: PLC0415
+
+        return paid_step(self, episode_id, step)
 
     # ----------------------------------------------------------------- reading
     def episode(self, episode_id: str) -> Episode:

@@ -589,8 +589,12 @@ def _step(args: argparse.Namespace) -> int:
         except AcceptanceUnknown as err:
             raise _Exit(EXIT_UNKNOWN, f"step: acceptance unknown, rerun with the same key: {err}") from err
         except VendorError as err:
+            # refused before acceptance: tell jobstate nothing was submitted, so a rerun may try again
+            _write_atomic(result_path, json.dumps({"submitted": False, "error": str(err)[:200]}) + "\n")
             raise _Exit(EXIT_VENDOR, f"step: {err}") from err
         task_id = str(accepted["task_id"])
+        # report the accepted task at once: if waiting fails, jobstate still records it and resumes it
+        _write_atomic(result_path, json.dumps({"remote_ref": task_id}) + "\n")
 
     try:
         done = wait(args.url, task_id)

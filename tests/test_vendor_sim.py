@@ -248,6 +248,9 @@ def test_step_refusals_and_bad_input(vendor: VendorSimulator, tmp_path: Path) ->
     vendor.arm_fault("fail_before_accept")
     refused = run_step(vendor.url, tmp_path, "--kind", "render")
     assert refused.returncode == 3
+    # a refusal is reported: nothing was submitted, so jobstate may open a new attempt
+    assert json.loads((tmp_path / "r.json").read_text())["submitted"] is False
+    (tmp_path / "r.json").unlink()
     for bad in ("../escape.txt", "sub/dir.txt", ".."):
         assert run_step(vendor.url, tmp_path, "--kind", "render", "--artifact", bad).returncode == 2
     assert run_step(vendor.url, tmp_path, "--kind", "render", "--price", "1.0.0").returncode == 2
