@@ -35,5 +35,34 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
+# --- the weekly media pipeline, as a pipeline repo wraps jobstate -------------------------
+# make allocate KEY=scheduled-run:2026-08-07 DATE=2026-08-07
+# make generate EPISODE=2026-W32-0 VENDOR_URL=http://127.0.0.1:PORT
+# make approve EPISODE=... BY=editor [REJECT=1 REASON=...]; make rework / reassemble / complete EPISODE=...
+# make verify  (read-only check of this repository's state, as CI runs it)
+JOBSTATE ?= $(BIN)/jobstate
+REPO ?= .
+VENDOR_URL ?= http://127.0.0.1:8765
+VENDOR_STEP = $(BIN)/python -m jobstate.vendor_sim step --url $(VENDOR_URL)
+need = $(if $($(1)),,$(error $(1) is required, e.g. make $@ $(1)=...))
+
+allocate: $(STAMP)
+	$(call need,KEY)$(call need,DATE)$(JOBSTATE) allocate --repo $(REPO) --key '$(KEY)' --date '$(DATE)'
+
+generate: $(STAMP)
+	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step generate -- $(VENDOR_STEP) --kind generate --artifact final.txt
+
+approve: $(STAMP)
+	$(call need,EPISODE)$(call need,BY)$(JOBSTATE) approve --repo $(REPO) --episode '$(EPISODE)' --by '$(BY)' $(if $(REJECT),--reject --reason '$(REASON)')
+
+rework: $(STAMP)
+	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step rework -- $(VENDOR_STEP) --kind rework --artifact rework.txt
+
+reassemble: $(STAMP)
+	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step reassemble -- $(VENDOR_STEP) --kind reassemble --price 0.85 --artifact final-v2.txt
+
+complete: $(STAMP)
+	$(call need,EPISODE)$(JOBSTATE) complete --repo $(REPO) --episode '$(EPISODE)'
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -75,6 +75,145 @@ def allocation_demo(repo: Path) -> None:
     print(log.stdout.rstrip())
 
 
+def pipeline_demo(repo: Path) -> None:
+    """One week of the media pipeline against the local vendor simulator, with one injected fault."""
+    from jobstate.vendor_sim import VendorSimulator, arm_fault_remote, ledger  # noqa: PLC0415
+
+    with VendorSimulator(price="12.40", currency="USD") as vendor:
+        step = [sys.executable, "-m", "jobstate.vendor_sim", "step", "--url", vendor.url]
+        _section(f"weekly media pipeline against the vendor simulator at {vendor.url}")
+        episode = _run(repo, "allocate", "--key", "weekly-episode:2026-08-14", "--date", "2026-08-14").stdout.strip()
+
+        _section("generate: the vendor accepts, then the connection drops before it answers")
+        arm_fault_remote(vendor.url, "drop_after_accept")
+        _run(
+            repo,
+            "run",
+            "--episode",
+            episode,
+            "--step",
+            "generate",
+            "--",
+            *step,
+            "--kind",
+            "generate",
+            "--artifact",
+            "final.txt",
+            check=False,
+        )
+        _section("a retry refuses to resubmit: nobody knows whether the vendor accepted (exit 6)")
+        _run(
+            repo,
+            "run",
+            "--episode",
+            episode,
+            "--step",
+            "generate",
+            "--",
+            *step,
+            "--kind",
+            "generate",
+            "--artifact",
+            "final.txt",
+            check=False,
+        )
+        charged = ledger(vendor.url)["charges"]
+        assert isinstance(charged, list)
+        task = str(charged[-1]["task_id"])
+        print(f"  the vendor's own ledger shows {task} charged for this episode's idempotency key")
+        _run(
+            repo,
+            "resolve",
+            "--episode",
+            episode,
+            "--step",
+            "generate",
+            "--accepted",
+            task,
+            "--by",
+            "ops-oncall",
+            "--reason",
+            f"vendor ledger lists {task} for our idempotency key",
+        )
+        _section("generate again: resumes the saved remote task, no second submission")
+        _run(
+            repo,
+            "run",
+            "--episode",
+            episode,
+            "--step",
+            "generate",
+            "--",
+            *step,
+            "--kind",
+            "generate",
+            "--artifact",
+            "final.txt",
+        )
+
+        _section("review: the editor rejects, the episode is reworked and reassembled")
+        _run(repo, "approve", "--episode", episode, "--by", "editor", "--reject", "--reason", "intro too long")
+        _run(
+            repo,
+            "run",
+            "--episode",
+            episode,
+            "--step",
+            "rework",
+            "--",
+            *step,
+            "--kind",
+            "rework",
+            "--price",
+            "3.10",
+            "--artifact",
+            "rework.txt",
+        )
+        _run(
+            repo,
+            "run",
+            "--episode",
+            episode,
+            "--step",
+            "reassemble",
+            "--",
+            *step,
+            "--kind",
+            "reassemble",
+            "--price",
+            "0.85",
+            "--artifact",
+            "final-v2.txt",
+        )
+        _run(repo, "approve", "--episode", episode, "--by", "editor")
+        _run(repo, "complete", "--episode", episode)
+
+        _section(f"episode {episode}")
+        for name in ("episode.yaml", "submissions.yaml", "artifacts.yaml", "approval.yaml"):
+            print(f"--- state/{episode}/{name}")
+            print((repo / "state" / episode / name).read_text().rstrip())
+        _section(f"cost ledger (state/{episode}/costs.yaml) beside the simulator's own charges")
+        from jobstate.paid import cost_entries  # noqa: PLC0415
+        from jobstate.store import Store  # noqa: PLC0415
+
+        with Store(repo) as store:
+            ours = cost_entries(store, episode)
+        theirs = ledger(vendor.url)
+        rows = theirs["charges"]
+        assert isinstance(rows, list)
+        print(f"  {'step':<11} {'jobstate ledger':<22} {'vendor charged':<22}")
+        for entry in ours:
+            match = [c for c in rows if c["task_id"] == entry["remote_ref"]]
+            vendor_side = f"{match[0]['amount']} {match[0]['currency']} {match[0]['task_id']}" if match else "-"
+            our_side = f"{entry['amount']} {entry['currency']} {entry['remote_ref']}"
+            print(f"  {entry['step']:<11} {our_side:<22} {vendor_side:<22}")
+        from jobstate.ledger import totals  # noqa: PLC0415
+
+        print(f"  total: jobstate {totals(ours)}, vendor {theirs['totals']}, vendor charges: {len(rows)}")
+        if totals(ours) != theirs["totals"] or len(rows) != len(ours):
+            raise SystemExit("demo: the ledger and the vendor's charges disagree")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo in DIR or in a temp dir."""
     args = sys.argv[1:] if argv is None else argv
@@ -91,12 +230,14 @@ def main(argv: list[str] | None = None) -> int:
         repo = Path(args[0])
         repo.mkdir(parents=True, exist_ok=True)
         allocation_demo(repo)
+        pipeline_demo(repo)
         return 0
     with tempfile.TemporaryDirectory(prefix="jobstate-demo-") as tmp:
         repo = Path(tmp) / "state-repo"
         repo.mkdir()
         print(f"demo state repository: {repo} (removed afterwards)")
         allocation_demo(repo)
+        pipeline_demo(repo)
     return 0
 
 
