@@ -235,6 +235,53 @@ def cmd_complete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from jobstate.verify import verify  # noqa: PLC0415
+
+    path = Path(args.repo or os.environ.get("JOBSTATE_REPO") or ".")
+    if not path.exists():
+        raise UsageError(f"repository path {path} does not exist")
+    report = verify(path, rev=args.rev, against=args.against, workers=args.jobs)
+    if args.json:
+        _print_json(report.to_json(args.strict))
+    else:
+        for problem in report.problems:
+            level = "error" if args.strict or problem.severity == "error" else "warning"
+            print(f"{problem.path}: {level}: {problem.message}")
+        if report.against is not None:
+            if report.differences:
+                print(f"against {report.against}: NOT preserved (base beside now):")
+                for line in report.differences:
+                    print(f"  {line}")
+            else:
+                print(
+                    f"against {report.against}: preserved: artifact hashes, cost entries and totals, "
+                    "remote tasks, approvals, completion times"
+                )
+        print(report.summary(args.strict))
+    if not report.ok(args.strict):
+        print(f"jobstate: {report.summary(args.strict)}; see the report on stdout", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from jobstate.migrate import dry_run_text, migrate  # noqa: PLC0415
+
+    with _store(args) as store:
+        moves, commit = migrate(store, dry_run=args.dry_run)
+    if args.dry_run:
+        sys.stdout.write(dry_run_text(moves))
+    elif commit is None:
+        print("migrate: nothing to migrate (no legacy week-only IDs)")
+    else:
+        print(f"migrate: {len(moves)} episode(s) migrated in commit {commit[:12]}; verified against its parent")
+        for move in moves:
+            for line in move.describe():
+                print(f"  {line}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the commands)."""
     common = _Parser(add_help=False)
@@ -294,6 +341,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--episode", required=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_complete)
+
+    p = sub.add_parser("verify", parents=[common], help="read-only checks of the state (CI, pull requests)")
+    p.add_argument("--rev", help="check this revision from Git objects instead of the work tree")
+    p.add_argument("--against", metavar="BASE", help="also prove what a migration must preserve since BASE")
+    p.add_argument("--strict", action="store_true", help="warnings (e.g. unknown submissions) fail too")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--jobs", type=int, help="hashing threads (default: one per core)")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("migrate", parents=[common], help="legacy week-only IDs to versioned IDs, in one commit")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and the YAML diff; write nothing")
+    p.set_defaults(func=cmd_migrate)
 
     p = sub.add_parser("lock-info", parents=[common], help="who holds the lock")
     p.add_argument("--json", action="store_true")

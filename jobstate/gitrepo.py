@@ -349,15 +349,23 @@ class GitRepo:
         body = b"\n".join(lines) + b"\n\n" + message.rstrip("\n").encode("utf-8") + b"\n"
         return self.write_object(b"commit", body)
 
-    def build_commit(self, parent: str | None, files: Mapping[str, bytes | None], message: str) -> str:
+    def build_commit(
+        self,
+        parent: str | None,
+        files: Mapping[str, bytes | None],
+        message: str,
+        blobs: Mapping[str, tuple[bytes, str]] | None = None,
+    ) -> str:
         """Write the commit that puts ``files`` (path -> content, None to delete) on ``parent``.
 
-        Nothing points at it yet: ``update_ref`` makes it visible.
+        ``blobs`` adds paths that reuse existing blobs (path -> (mode, sha)), as a
+        move does. Nothing points at the commit yet: ``update_ref`` makes it visible.
         """
         changes: dict[str, Change] = {
             path: None if data is None else (BLOB_MODE, self.write_object(b"blob", data))
             for path, data in files.items()
         }
+        changes.update(blobs or {})
         base = self.commit_tree_of(parent) if parent else None
         tree = self.edit_tree(base, changes) or self.write_object(b"tree", b"")
         return self.make_commit(tree, parent, message)

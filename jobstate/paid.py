@@ -10,7 +10,6 @@ A step whose intent was committed but whose acceptance was never recorded is
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jobstate.errors import ConcurrentUpdate, EpisodeUnknown, JobstateError, StateInvalid, SubmissionUnknown, UsageError
+from jobstate.hashing import sha256_file
 from jobstate.ledger import (
     check_cost_entry,
     idempotency_key,
@@ -40,24 +40,12 @@ SUBMISSIONS = "submissions.yaml"
 COSTS = "costs.yaml"
 ARTIFACTS = "artifacts.yaml"
 APPROVAL = "approval.yaml"
-_CHUNK = 1 << 20
 
 
 class StepAlreadyCompleted(JobstateError):
     """The step finished earlier; nothing is run or paid again (exit 0)."""
 
     exit_code = 0
-
-
-def sha256_file(path: Path) -> tuple[str, int]:
-    """(hex sha256, size) of a file, read in chunks."""
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 def guard(store: Store, episode_id: str) -> Episode:

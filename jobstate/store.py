@@ -13,7 +13,7 @@ import shutil
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,6 +70,8 @@ class Pending:
 
     commit: str
     paths: list[str]
+    renames: list[list[str]] = field(default_factory=list)
+    materialize: list[str] = field(default_factory=list)
 
 
 class Store:
@@ -244,14 +246,20 @@ class Store:
 
     # ---------------------------------------------------------------- mutation
     @contextmanager
-    def mutation(self) -> Iterator[Catalog]:
-        """Hold the lock for a whole read-decide-write-commit; yields the fresh catalog."""
+    def locked(self) -> Iterator[None]:
+        """Hold the lock, after finishing whatever an interrupted change left undone."""
         from jobstate.lock import FileLock  # noqa: PLC0415
 
         self.require_initialized()
         self._ensure_private()
         with FileLock(self.lock_path, self.lock_timeout):
             self._finish_pending()
+            yield
+
+    @contextmanager
+    def mutation(self) -> Iterator[Catalog]:
+        """Hold the lock for a whole read-decide-write-commit; yields the fresh catalog."""
+        with self.locked():
             yield self.catalog()
 
     def _finish_pending(self) -> None:
@@ -264,38 +272,78 @@ class Store:
             marker.unlink()
             return
         head = self.git.head_commit()
-        if head is not None and self.git.is_ancestor(pending.commit, head):
-            self.git.sync_index(pending.paths)
-        marker.unlink()
+        if head is None or not self.git.is_ancestor(pending.commit, head):
+            marker.unlink()  # the commit never landed: the work tree was not touched for it
+            return
+        self._update_work_tree(pending, {})
+        if self.git.sync_index(pending.paths):
+            marker.unlink()
 
-    def commit(self, cat: Catalog, files: Mapping[str, bytes | None], message: str) -> str | None:
-        """Commit ``files`` (already in the work tree) on HEAD's branch; update catalog and index.
+    def _update_work_tree(self, pending: Pending, contents: Mapping[str, bytes | None]) -> None:
+        """Make the work tree match a landed commit: renames first, then files written from it."""
+        for old, new in pending.renames:
+            if self.path(old).exists() and not self.path(new).exists():
+                self.path(new).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(self.path(old), self.path(new))
+        for rel in pending.materialize:
+            data = contents.get(rel)
+            if data is None:
+                data = self.git.run("cat-file", "blob", f"{pending.commit}:{rel}").stdout
+            target = self.path(rel)
+            if not target.exists() or target.read_bytes() != data:
+                from jobstate.yamlio import atomic_write  # noqa: PLC0415
 
-        Returns None when the branch moved since the catalog was read: the
-        caller must decide again. Call under ``mutation()``.
+                atomic_write(target, data)
+
+    def commit(
+        self,
+        cat: Catalog | None,
+        files: Mapping[str, bytes | None],
+        message: str,
+        *,
+        blobs: Mapping[str, tuple[bytes, str]] | None = None,
+        renames: list[tuple[str, str]] | None = None,
+    ) -> str | None:
+        """Commit ``files`` (path -> content, None to delete) on HEAD's branch; update catalog and index.
+
+        Normally the work tree already holds ``files``. With ``renames`` (a
+        migration) the commit is built first from objects (``blobs`` reuses
+        existing blobs, path -> (mode, sha)), and the work tree is changed only
+        after the branch moved, by renaming and then writing ``files``; a kill
+        in between is finished by the next command. Returns None when the
+        branch moved since it was read: the caller must decide again. Call
+        under the lock; ``cat`` None leaves the catalog to its next refresh.
         """
         ref = self.git.head_ref()
-        parent = cat.meta("head") or None
-        new = self.git.build_commit(parent, files, message)
+        parent = (cat.meta("head") or None) if cat is not None else self.git.head_commit()
+        new = self.git.build_commit(parent, files, message, blobs or {})
+        pending = Pending(
+            new,
+            sorted(set(files) | set(blobs or {})),
+            [list(r) for r in renames or []],
+            sorted(p for p, d in files.items() if d is not None) if renames else [],
+        )
         # written before the branch moves: if we are killed after it moved, the
-        # next command finds this and brings the index up to date
+        # next command finds this and finishes the work tree and the index
         marker = self.private / "pending.json"
         tmp = marker.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"commit": new, "paths": sorted(files)}), encoding="utf-8")
+        tmp.write_text(json.dumps(asdict(pending)), encoding="utf-8")
         os.replace(tmp, marker)
         if not self.git.update_ref(ref, new, parent, "jobstate: " + message.splitlines()[0]):
             marker.unlink()
             return None
-        add, remove = [], []
-        for path, data in files.items():
-            if _describes_episode(path) is None:
-                continue
-            if data is None:
-                remove.append(path)
-            else:
-                add.extend(self._rows_from_blobs([(blob_sha(data), path)]))
-        cat.update(head=new, add=add, remove=remove, state_mtime=self._state_mtime())
-        if self.git.sync_index(sorted(files)):
+        self._update_work_tree(pending, files)
+        if cat is not None:
+            add, remove = [], []
+            for path, data in files.items():
+                if _describes_episode(path) is None:
+                    continue
+                if data is None:
+                    remove.append(path)
+                else:
+                    add.extend(self._rows_from_blobs([(blob_sha(data), path)]))
+            cat.update(head=new, add=add, remove=remove, state_mtime=self._state_mtime())
+        if self.git.sync_index(pending.paths):
             marker.unlink()
         else:
             print(

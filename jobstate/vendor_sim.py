@@ -24,7 +24,6 @@ import os
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -517,16 +516,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from jobstate.yamlio import atomic_write  # noqa: PLC0415 - only the step command writes files
+
+    atomic_write(path, text.encode("utf-8"))
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -1,0 +1,244 @@
+"""Migration of legacy week-only IDs (``state/2026-W30/``) to versioned IDs (``state/2026-W30-0/``).
+
+Like a reviewed database migration: ``plan`` only reads, and a dry run prints
+the plan and the YAML diff; ``migrate`` applies the whole plan as one commit
+of renames plus small additions, then proves with ``verify --against`` that
+artifact hashes, cost ledgers, remote refs, approvals and completion times
+survived exactly. It never reads credentials nor touches a vendor.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobstate import __version__
+from jobstate.errors import AllocationConflict, StateInvalid, UsageError, VerifyFailed
+from jobstate.hashing import sha256_file
+from jobstate.ledger import validate_artifact_path
+from jobstate.periods import parse_period
+from jobstate.store import HISTORY, STATE, Store, format_time
+
+
+@dataclass
+class Move:
+    """One legacy episode (its state directory and/or its history file) and where it goes."""
+
+    week: str
+    new_id: str
+    renames: list[tuple[str, str]] = field(default_factory=list)
+    writes: dict[str, bytes] = field(default_factory=dict)
+    old_texts: dict[str, bytes] = field(default_factory=dict)
+
+    def describe(self) -> list[str]:
+        """``old -> new`` lines for the plan and the commit message."""
+        return [f"{old} -> {new}" for old, new in self.renames]
+
+
+def _legacy_weeks(store: Store) -> tuple[list[str], list[str]]:
+    """Week-only names in state/ and history/ that have no episode_id yet."""
+    from jobstate.yamlio import load_file  # noqa: PLC0415
+
+    def is_week(name: str) -> bool:
+        try:
+            return parse_period(name).kind == "iso-week"
+        except UsageError:
+            return False
+
+    states, histories = [], []
+    for path in sorted((store.root / STATE).iterdir()) if (store.root / STATE).is_dir() else []:
+        if path.is_dir() and is_week(path.name):
+            data = load_file(path / "episode.yaml", f"{STATE}/{path.name}/episode.yaml")
+            if not (isinstance(data, dict) and "episode_id" in data):
+                states.append(path.name)
+    for path in sorted((store.root / HISTORY).glob("*.yaml")) if (store.root / HISTORY).is_dir() else []:
+        if is_week(path.stem):
+            data = load_file(path, f"{HISTORY}/{path.name}")
+            if not (isinstance(data, dict) and "episode_id" in data):
+                histories.append(path.stem)
+    return states, histories
+
+
+def _header(week: str, new_id: str, original: dict[str, Any], migrated_at: str, *, history: bool) -> dict[str, Any]:
+    completed = history or original.get("completed_at") is not None
+    added: dict[str, Any] = {
+        "schema": 1,
+        "episode_id": new_id,
+        "period_id": week,
+        "week_id": week,
+        "sequence": 0,
+        "allocation_key": f"legacy:{week}",
+        "allocated_at": migrated_at,
+        "status": "completed" if completed else "allocated",
+        "migration": {"from_id": week, "migrated_at": migrated_at, "tool": f"jobstate {__version__}"},
+    }
+    return {k: v for k, v in added.items() if k not in original}
+
+
+def _rewrite(rel: str, text: bytes, week: str, new_id: str, migrated_at: str, *, history: bool) -> bytes:
+    """The migrated file: new fields on top, then the original text byte for byte."""
+    from jobstate.records import episode_from_yaml_dict  # noqa: PLC0415
+    from jobstate.yamlio import dumps, loads  # noqa: PLC0415
+
+    original = loads(text, rel)
+    if not isinstance(original, dict):
+        raise StateInvalid(f"{rel}: expected a mapping")
+    if "week" in original and original["week"] != week:
+        raise StateInvalid(f"{rel}: week {original['week']!r} does not match its name {week}")
+    body = text
+    if body.startswith(b"---\n"):
+        body = body[4:]
+    if body.lstrip().startswith((b"%", b"---")):
+        raise StateInvalid(f"{rel}: YAML directives or several documents; migrate this file by hand")
+    new = dumps(_header(week, new_id, original, migrated_at, history=history)) + body
+    if not new.endswith(b"\n"):
+        new += b"\n"
+    # prove that every original field and value is kept, and the result is a valid record
+    result = loads(new, rel)
+    if not isinstance(result, dict) or any(result.get(k) != v for k, v in original.items()):
+        raise StateInvalid(f"{rel}: migrating would change a field; migrate this file by hand")
+    episode_from_yaml_dict(result, rel, new_id)
+    return new
+
+
+def plan(store: Store, migrated_at: str) -> list[Move]:
+    """What a migration would do. Read-only; refuses on clashes (exit 4) and broken artifacts (exit 7)."""
+    states, histories = _legacy_weeks(store)
+    moves: dict[str, Move] = {}
+    for week in sorted(set(states) | set(histories)):
+        new_id = f"{week}-0"
+        for taken in (f"{STATE}/{new_id}", f"{HISTORY}/{new_id}.yaml"):
+            if store.path(taken).exists():
+                raise AllocationConflict(
+                    f"legacy week {week} would become {new_id}, but {taken} already exists; "
+                    "move one of them by hand, then migrate"
+                )
+        moves[week] = Move(week, new_id)
+    for week in states:
+        move = moves[week]
+        old_rel = f"{STATE}/{week}/episode.yaml"
+        text = store.path(old_rel).read_bytes()
+        new_rel = f"{STATE}/{move.new_id}/episode.yaml"
+        move.renames.append((f"{STATE}/{week}", f"{STATE}/{move.new_id}"))
+        move.writes[new_rel] = _rewrite(old_rel, text, week, move.new_id, migrated_at, history=False)
+        move.old_texts[new_rel] = text
+        _check_artifacts(store, week, old_rel)
+    for week in histories:
+        move = moves[week]
+        old_rel = f"{HISTORY}/{week}.yaml"
+        new_rel = f"{HISTORY}/{move.new_id}.yaml"
+        text = store.path(old_rel).read_bytes()
+        move.renames.append((old_rel, new_rel))
+        move.writes[new_rel] = _rewrite(old_rel, text, week, move.new_id, migrated_at, history=True)
+        move.old_texts[new_rel] = text
+    return list(moves.values())
+
+
+def _check_artifacts(store: Store, week: str, rel: str) -> None:
+    from jobstate.yamlio import load_file  # noqa: PLC0415
+
+    data = load_file(store.path(rel), rel)
+    found = data.get("artifacts") if isinstance(data, dict) else None
+    if not found:
+        return
+    if not isinstance(found, dict):
+        raise StateInvalid(f"{rel}: artifacts must map file names to 'sha256:<hex>'")
+    for name, digest in found.items():
+        try:
+            validate_artifact_path(str(name))
+        except UsageError as exc:
+            raise StateInvalid(f"{rel}: {exc}") from None
+        path = store.path(f"{STATE}/{week}/{name}")
+        if not path.is_file() or path.is_symlink():
+            raise StateInvalid(f"{STATE}/{week}/{name}: recorded artifact is missing; migration refused")
+        actual, _size = sha256_file(path)
+        if f"sha256:{actual}" != digest:
+            raise StateInvalid(
+                f"{STATE}/{week}/{name}: sha256 {actual[:16]}… no longer matches the recorded {str(digest)[:23]}…; "
+                "migration refused: restore the file first"
+            )
+
+
+def dry_run_text(moves: list[Move]) -> str:
+    """The plan and the YAML diff a reviewer reads before anything runs."""
+    if not moves:
+        return "migrate: nothing to migrate (no legacy week-only IDs)\n"
+    out = [f"migrate: {len(moves)} legacy week-only ID(s) to versioned IDs (dry run, nothing written)"]
+    for move in moves:
+        out += [f"  {line}" for line in move.describe()]
+    for move in moves:
+        for new_rel, new in move.writes.items():
+            old_rel = next(old for old, cur in move.renames if new_rel.startswith(cur))
+            old_file = old_rel + "/episode.yaml" if old_rel.startswith(STATE) else old_rel
+            out += list(
+                difflib.unified_diff(
+                    move.old_texts[new_rel].decode("utf-8").splitlines(),
+                    new.decode("utf-8").splitlines(),
+                    fromfile=f"a/{old_file}",
+                    tofile=f"b/{new_rel}",
+                    lineterm="",
+                )
+            )
+    return "\n".join(out) + "\n"
+
+
+def migrate(store: Store, *, dry_run: bool = False) -> tuple[list[Move], str | None]:
+    """Plan, and unless ``dry_run`` apply the plan as one commit and prove nothing drifted.
+
+    Returns the moves and the new commit (None for a dry run or nothing to do).
+    """
+    migrated_at = format_time(store.now())
+    if not dry_run:
+        return _apply(store, migrated_at)
+    _refuse_dirty(store)
+    return plan(store, migrated_at), None
+
+
+def _refuse_dirty(store: Store) -> None:
+    dirty = store.git.status(STATE, HISTORY)
+    if dirty:
+        raise UsageError(
+            f"{dirty[0][1]} has uncommitted changes ({len(dirty)} path(s) in state/ and history/); "
+            "migrate needs a clean tree: commit or stash them first"
+        )
+
+
+def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
+    from jobstate.verify import verify  # noqa: PLC0415
+
+    with store.locked():
+        _refuse_dirty(store)
+        moves = plan(store, migrated_at)
+        if not moves:
+            return moves, None
+        base = store.git.head_commit()
+        if base is None:
+            raise UsageError(f"{store.root} has no commits: commit the legacy state first")
+        files: dict[str, bytes | None] = {}
+        blobs: dict[str, tuple[bytes, str]] = {}
+        renames: list[tuple[str, str]] = []
+        for move in moves:
+            for old, new in move.renames:
+                renames.append((old, new))
+                for mode, sha, path in store.git.ls_tree(base, old):
+                    files[path] = None
+                    blobs[new + path[len(old) :]] = (mode.encode(), sha)
+            for rel, data in move.writes.items():
+                blobs.pop(rel, None)
+                files[rel] = data
+        lines = [line for move in moves for line in move.describe()]
+        message = f"jobstate migrate: {len(moves)} legacy week-only ID(s) to versioned IDs\n\n" + "\n".join(lines)
+        landed = store.commit(None, files, message, blobs=blobs, renames=renames)
+        if landed is None:
+            raise UsageError("the branch moved during the migration; nothing was migrated: run it again")
+        new = landed
+    report = verify(store.root, rev=new, against=base)
+    drift = report.differences or [f"{p.path}: {p.message}" for p in report.errors(strict=False)]
+    if drift:
+        raise VerifyFailed(
+            f"migration commit {new[:12]} changed what it must preserve: {drift[0]}"
+            f"{f' (and {len(drift) - 1} more)' if len(drift) > 1 else ''}; "
+            f"undo it with: git reset --hard {base[:12]}"
+        )
+    return moves, new

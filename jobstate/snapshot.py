@@ -1,0 +1,179 @@
+"""Read-only views of state/ and history/: the work tree, or one Git revision.
+
+Nothing here writes: no lock, no cache, no index refresh. Git runs with
+``GIT_OPTIONAL_LOCKS=0`` so that not even ``git status`` takes ``index.lock``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from jobstate.errors import StateInvalid, UsageError
+from jobstate.hashing import BlobHasher, Digest, Progress, hash_files
+
+READ_ONLY_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
+ROOTS = ("state", "history")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file of a snapshot."""
+
+    path: str
+    size: int
+    symlink: bool = False
+    blob: str | None = None
+
+
+def git_read(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    """Run a read-only git command."""
+    proc = subprocess.run(
+        ["git", *args], cwd=cwd, capture_output=True, check=False, env={**os.environ, **READ_ONLY_ENV}
+    )
+    if check and proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise StateInvalid(f"git {args[0]} failed in {cwd}: {err[-1] if err else proc.returncode}")
+    return proc
+
+
+class Snapshot:
+    """Base: a set of files under state/ and history/."""
+
+    label = ""
+
+    def files(self) -> dict[str, FileEntry]:
+        """Every file under state/ and history/, by repository-relative path."""
+        raise NotImplementedError
+
+    def read(self, path: str) -> bytes:
+        """The bytes of one file."""
+        raise NotImplementedError
+
+    def hash(
+        self, entries: list[FileEntry], workers: int | None, progress: Progress | None
+    ) -> dict[str, Digest | OSError]:
+        """sha256 and size of many files, in parallel."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release helper processes."""
+
+
+class WorkTree(Snapshot):
+    """The files as they are in the work tree."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.label = "work tree"
+
+    def files(self) -> dict[str, FileEntry]:
+        out: dict[str, FileEntry] = {}
+        for top in ROOTS:
+            base = self.root / top
+            if not base.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(base):
+                rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+                for name in dirnames:
+                    if os.path.islink(os.path.join(dirpath, name)):
+                        out[f"{rel_dir}/{name}"] = FileEntry(f"{rel_dir}/{name}", 0, symlink=True)
+                for name in filenames:
+                    full = os.path.join(dirpath, name)
+                    st = os.lstat(full)
+                    rel = f"{rel_dir}/{name}"
+                    out[rel] = FileEntry(rel, st.st_size, symlink=stat.S_ISLNK(st.st_mode))
+        return out
+
+    def read(self, path: str) -> bytes:
+        return (self.root / path).read_bytes()
+
+    def hash(
+        self, entries: list[FileEntry], workers: int | None, progress: Progress | None
+    ) -> dict[str, Digest | OSError]:
+        found = hash_files([self.root / e.path for e in entries], workers, progress)
+        return {e.path: found[self.root / e.path] for e in entries}
+
+
+class Revision(Snapshot):
+    """The files of one commit, read from Git objects (works in bare repositories)."""
+
+    def __init__(self, cwd: Path, rev: str) -> None:
+        self.cwd = cwd
+        proc = git_read(cwd, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+        if proc.returncode != 0:
+            raise UsageError(f"unknown revision {rev!r} in {cwd}: give a commit, branch or tag (git log shows them)")
+        self.commit = proc.stdout.decode().strip()
+        self.label = f"{rev} ({self.commit[:12]})"
+        self._reader: subprocess.Popen[bytes] | None = None
+
+    def files(self) -> dict[str, FileEntry]:
+        proc = git_read(self.cwd, "ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, "--", *ROOTS)
+        out: dict[str, FileEntry] = {}
+        for item in proc.stdout.split(b"\0"):
+            if not item:
+                continue
+            meta, _, raw_path = item.partition(b"\t")
+            mode, kind, sha, size = meta.split()
+            if kind != b"blob":
+                continue
+            path = raw_path.decode("utf-8", "surrogateescape")
+            out[path] = FileEntry(path, int(size), symlink=mode == b"120000", blob=sha.decode())
+        return out
+
+    def read(self, path: str) -> bytes:
+        if self._reader is None:
+            self._reader = subprocess.Popen(
+                ["git", "cat-file", "--batch"],
+                cwd=self.cwd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env={**os.environ, **READ_ONLY_ENV},
+            )
+        assert self._reader.stdin is not None
+        assert self._reader.stdout is not None
+        self._reader.stdin.write(f"{self.commit}:{path}\n".encode())
+        self._reader.stdin.flush()
+        header = self._reader.stdout.readline().split()
+        if len(header) != 3:
+            raise FileNotFoundError(path)
+        data = self._reader.stdout.read(int(header[2]) + 1)[:-1]
+        return data
+
+    def hash(
+        self, entries: list[FileEntry], workers: int | None, progress: Progress | None
+    ) -> dict[str, Digest | OSError]:
+        hasher = BlobHasher(self.cwd, progress)
+        try:
+            found = hasher.hash_many([e.blob for e in entries if e.blob], workers)
+        finally:
+            hasher.close()
+        return {e.path: found[e.blob] if e.blob else FileNotFoundError(e.path) for e in entries}
+
+    def close(self) -> None:
+        if self._reader is not None:
+            assert self._reader.stdin is not None
+            self._reader.stdin.close()
+            self._reader.wait()
+            if self._reader.stdout is not None:
+                self._reader.stdout.close()
+            self._reader = None
+
+
+def locate(path: Path) -> Path:
+    """The directory to run read-only git commands in: a work tree top or a bare repository."""
+    proc = git_read(path, "rev-parse", "--is-bare-repository", check=False)
+    if proc.returncode != 0:
+        raise UsageError(f"{path} is not inside a Git repository: pass --repo PATH")
+    if proc.stdout.strip() == b"true":
+        return path.resolve()
+    top = git_read(path, "rev-parse", "--show-toplevel").stdout.decode().strip()
+    return Path(top) if top else path.resolve()
+
+
+def is_bare(cwd: Path) -> bool:
+    """Whether ``cwd`` is a bare repository (no work tree to check)."""
+    return git_read(cwd, "rev-parse", "--is-bare-repository").stdout.strip() == b"true"

@@ -1,0 +1,538 @@
+"""Read-only verification of state, and the proof a migration must pass (``--against``).
+
+This is a read-only operation: it takes no lock, writes no cache and runs git
+with ``GIT_OPTIONAL_LOCKS=0``. It reads the work tree or, with a revision,
+Git objects only, so it works on a pull request head and in a bare clone.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+from jobstate.errors import StateInvalid, UsageError
+from jobstate.hashing import Progress
+from jobstate.ledger import RECORD_FILES, check_cost_entry, totals, validate_artifact_path
+from jobstate.periods import parse_period
+from jobstate.records import episode_from_yaml_dict
+from jobstate.snapshot import Revision, Snapshot, WorkTree, git_read, is_bare, locate
+
+_LEGACY_FIELDS = ("remote_tasks", "approval", "costs", "completed_at", "artifacts")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding: the file, what is wrong, and whether it fails verify."""
+
+    path: str
+    message: str
+    severity: str = "error"
+
+    def to_json(self) -> dict[str, str]:
+        """For ``--json``."""
+        return {"path": self.path, "message": self.message, "severity": self.severity}
+
+
+@dataclass
+class Facts:
+    """What one episode records, normalised across the legacy and current layouts."""
+
+    episode_id: str
+    legacy: bool = False
+    period_id: str = ""
+    sequence: int = -1
+    allocation_key: str | None = None
+    from_id: str | None = None
+    artifacts: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    costs: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    remote_refs: list[str] = field(default_factory=list)
+    approval: tuple[str, str, str] | None = None
+    completed_at: str | None = None
+    unknown_steps: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """The outcome of verify."""
+
+    source: str
+    episodes: int = 0
+    artifacts: int = 0
+    artifact_bytes: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+    against: str | None = None
+
+    def errors(self, strict: bool) -> list[Problem]:
+        """Problems that fail verify (warnings too with strict)."""
+        return [p for p in self.problems if strict or p.severity == "error"]
+
+    def ok(self, strict: bool) -> bool:
+        """Clean: no failing problem and no drift."""
+        return not self.errors(strict) and not self.differences
+
+    def summary(self, strict: bool) -> str:
+        """The last line of the human report."""
+        warnings = sum(1 for p in self.problems if p.severity == "warning")
+        failing = len(self.errors(strict)) + len(self.differences)
+        extra = f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings and not strict else ""
+        return (
+            f"verify: {self.episodes} episodes, {self.artifacts} artifacts ({_size(self.artifact_bytes)}), "
+            f"{failing} problem{'s' if failing != 1 else ''}{extra}"
+        )
+
+    def to_json(self, strict: bool) -> dict[str, Any]:
+        """Machine-readable report."""
+        return {
+            "ok": self.ok(strict),
+            "source": self.source,
+            "episodes": self.episodes,
+            "artifacts": self.artifacts,
+            "artifact_bytes": self.artifact_bytes,
+            "problems": [p.to_json() for p in self.problems],
+            "against": self.against,
+            "differences": self.differences,
+        }
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
+    from jobstate.yamlio import loads  # noqa: PLC0415
+
+    try:
+        return loads(snap.read(path), path)
+    except StateInvalid as exc:
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+    except OSError as exc:
+        problems.append(Problem(path, f"cannot read: {exc}"))
+    return None
+
+
+def _artifact_map(value: Any, path: str, problems: list[Problem]) -> dict[str, tuple[str, int | None]]:
+    """Both layouts: ``{name: 'sha256:<hex>'}`` (legacy) and ``{name: {sha256, size}}``."""
+    out: dict[str, tuple[str, int | None]] = {}
+    if value is None:
+        return out
+    if not isinstance(value, dict):
+        problems.append(Problem(path, "artifacts must be a mapping of path to hash"))
+        return out
+    for name, record in value.items():
+        if isinstance(record, str) and record.startswith("sha256:") and len(record) == 71:
+            out[str(name)] = (record[7:], None)
+        elif isinstance(record, dict) and isinstance(record.get("sha256"), str) and isinstance(record.get("size"), int):
+            out[str(name)] = (record["sha256"], record["size"])
+        else:
+            problems.append(Problem(path, f"artifact {name!r}: expected sha256 and size, found {record!r:.60}"))
+    return out
+
+
+def _cost_tuples(
+    entries: Any, path: str, problems: list[Problem], legacy: bool
+) -> list[tuple[str, str, str, str | None]]:
+    out: list[tuple[str, str, str, str | None]] = []
+    if entries is None:
+        return out
+    if not isinstance(entries, list):
+        problems.append(Problem(path, "costs must be a list of entries"))
+        return out
+    for entry in entries:
+        try:
+            if legacy:
+                if not isinstance(entry, dict):
+                    raise StateInvalid("a cost entry must be a mapping")
+                Decimal(str(entry["amount"]))
+                if not isinstance(entry["amount"], str):
+                    raise StateInvalid(f"amount {entry['amount']!r} must be a decimal string, not a number")
+            else:
+                check_cost_entry(entry, path)
+            out.append((str(entry["step"]), str(entry["amount"]), str(entry["currency"]), entry.get("remote_ref")))
+        except (StateInvalid, KeyError, InvalidOperation, TypeError) as exc:
+            problems.append(Problem(path, f"malformed cost entry {entry!r:.80}: {str(exc).removeprefix(path + ': ')}"))
+    return out
+
+
+def _approval(value: Any) -> tuple[str, str, str] | None:
+    if isinstance(value, dict) and "status" in value:
+        return (str(value.get("status")), str(value.get("by")), str(value.get("at")))
+    return None
+
+
+def _legacy_facts(name: str, data: dict[str, Any], path: str, problems: list[Problem]) -> Facts:
+    facts = Facts(name, legacy=True, period_id=name)
+    _fill_from_episode_fields(facts, data, path, problems)
+    return facts
+
+
+def _fill_from_episode_fields(facts: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
+    """Fields that legacy episodes (and migrated ones, which keep them) carry in episode.yaml."""
+    facts.artifacts.update(_artifact_map(data.get("artifacts"), path, problems))
+    facts.costs += _cost_tuples(data.get("costs"), path, problems, legacy=True)
+    refs = data.get("remote_tasks") or []
+    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
+        problems.append(Problem(path, "remote_tasks must be a list of strings"))
+    else:
+        facts.remote_refs += refs
+    facts.approval = _approval(data.get("approval")) or facts.approval
+    if data.get("completed_at") is not None:
+        facts.completed_at = str(data["completed_at"])
+
+
+def collect(
+    snap: Snapshot, *, hash_artifacts: bool = True, workers: int | None = None
+) -> tuple[dict[str, Facts], Report]:
+    """Read every episode of a snapshot, check it, and return its facts and the report. Read-only."""
+    report = Report(source=snap.label)
+    problems = report.problems
+    files = snap.files()
+    if isinstance(snap, WorkTree) and not (snap.root / "state").is_dir():
+        raise StateInvalid(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
+    by_dir: dict[str, list[str]] = {}
+    history: dict[str, str] = {}
+    for path in files:
+        parts = path.split("/")
+        if parts[0] == "state":
+            if len(parts) < 3:
+                if parts[1] != ".gitkeep":
+                    problems.append(Problem(path, "state/ holds only episode directories"))
+                continue
+            by_dir.setdefault(parts[1], []).append(path)
+        elif parts[0] == "history" and len(parts) == 2 and parts[1] != ".gitkeep":
+            if parts[1].endswith(".yaml"):
+                history[parts[1][:-5]] = path
+            else:
+                problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+        elif parts[0] == "history" and len(parts) > 2:
+            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+    facts: dict[str, Facts] = {}
+    to_hash: list[tuple[str, str, tuple[str, int | None]]] = []
+    for name in sorted(by_dir):
+        f = _collect_episode(snap, name, set(by_dir[name]), files, problems)
+        if f is None:
+            continue
+        facts[name] = f
+        for rel, expected in f.artifacts.items():
+            to_hash.append((name, rel, expected))
+    for name, path in sorted(history.items()):
+        _check_history(snap, name, path, facts, problems)
+    _check_uniqueness(facts, problems)
+    report.episodes = len(facts)
+    _check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
+    return facts, report
+
+
+def _collect_episode(
+    snap: Snapshot, name: str, paths: set[str], files: dict[str, Any], problems: list[Problem]
+) -> Facts | None:
+    base = f"state/{name}"
+    episode_path = f"{base}/episode.yaml"
+    for path in sorted(paths):
+        if files[path].symlink:
+            problems.append(Problem(path, "is a symlink; state holds regular files only"))
+    if episode_path not in paths:
+        problems.append(Problem(base, "episode directory without episode.yaml"))
+        return None
+    data = _load(snap, episode_path, problems)
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        problems.append(Problem(episode_path, "expected a mapping of episode fields"))
+        return None
+    legacy_name = _is_period(name)
+    if legacy_name and "episode_id" not in data:
+        problems.append(
+            Problem(base, f"legacy week-only ID {name}: run jobstate migrate to give it a versioned ID", "warning")
+        )
+        f = _legacy_facts(name, data, episode_path, problems)
+        _collect_records(snap, f, base, paths, problems)
+        return f
+    try:
+        episode = episode_from_yaml_dict(data, episode_path, name)
+    except StateInvalid as exc:
+        problems.append(Problem(episode_path, str(exc).removeprefix(f"{episode_path}: ")))
+        return None
+    migration = data.get("migration")
+    f = Facts(
+        episode.episode_id,
+        period_id=episode.period_id,
+        sequence=episode.sequence,
+        allocation_key=episode.allocation_key,
+        from_id=str(migration.get("from_id")) if isinstance(migration, dict) else None,
+    )
+    _fill_from_episode_fields(f, data, episode_path, problems)
+    _collect_records(snap, f, base, paths, problems)
+    return f
+
+
+def _is_period(name: str) -> bool:
+    try:
+        parse_period(name)
+    except UsageError:
+        return False
+    return True
+
+
+def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], problems: list[Problem]) -> None:
+    costs_path, subs_path = f"{base}/costs.yaml", f"{base}/submissions.yaml"
+    arts_path, appr_path = f"{base}/artifacts.yaml", f"{base}/approval.yaml"
+    for path in (costs_path, subs_path, arts_path, appr_path):
+        if path not in paths:
+            continue
+        data = _load(snap, path, problems)
+        if data is None:
+            continue
+        if not isinstance(data, dict) or data.get("schema") != 1:
+            problems.append(Problem(path, "expected a mapping with schema: 1"))
+            continue
+        if path == costs_path:
+            f.costs += _cost_tuples(data.get("entries"), path, problems, legacy=False)
+        elif path == arts_path:
+            f.artifacts.update(_artifact_map(data.get("artifacts"), path, problems))
+        elif path == appr_path:
+            decisions = data.get("decisions")
+            if isinstance(decisions, list) and decisions:
+                f.approval = _approval(decisions[-1])
+        else:
+            _collect_submissions(f, data, path, problems)
+    recorded = {f"{base}/{rel}" for rel in f.artifacts}
+    for path in sorted(paths):
+        rel = path[len(base) + 1 :]
+        if rel in RECORD_FILES or path in recorded:
+            continue
+        problems.append(Problem(path, "file is not a jobstate record nor a recorded artifact", "warning"))
+
+
+def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
+    steps = data.get("steps")
+    if not isinstance(steps, dict):
+        problems.append(Problem(path, "'steps' must map step names to lists of attempts"))
+        return
+    for step, attempts in steps.items():
+        if not isinstance(attempts, list) or not all(isinstance(a, dict) for a in attempts):
+            problems.append(Problem(path, f"step {step!r}: attempts must be a list of mappings"))
+            continue
+        for attempt in attempts:
+            if attempt.get("state") not in ("intent", "accepted", "completed", "not-submitted"):
+                problems.append(Problem(path, f"step {step!r}: unknown state {attempt.get('state')!r}"))
+            if attempt.get("remote_ref"):
+                f.remote_refs.append(str(attempt["remote_ref"]))
+        if attempts and attempts[-1].get("state") == "intent":
+            f.unknown_steps.append(str(step))
+            problems.append(
+                Problem(
+                    path,
+                    f"step {step!r} is unknown (intent without acceptance): "
+                    f"jobstate resolve --episode {f.episode_id} --step {step} ...",
+                    "warning",
+                )
+            )
+
+
+def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts], problems: list[Problem]) -> None:
+    data = _load(snap, path, problems)
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        problems.append(Problem(path, "expected a mapping"))
+        return
+    episode = facts.get(name)
+    if _is_period(name) and "episode_id" not in data:
+        problems.append(Problem(path, f"legacy week-only history {name}: run jobstate migrate", "warning"))
+        if episode is None:
+            hist = Facts(name, legacy=True, period_id=name)
+            _fill_from_episode_fields(hist, data, path, problems)
+            facts[name] = hist
+        elif data.get("completed_at") is not None:
+            episode.completed_at = episode.completed_at or str(data["completed_at"])
+        _compare_history_artifacts(data, path, episode, problems)
+        return
+    try:
+        recorded = episode_from_yaml_dict(data, path, name)
+    except StateInvalid as exc:
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+        return
+    if episode is None:
+        hist = Facts(
+            name, period_id=recorded.period_id, sequence=recorded.sequence, allocation_key=recorded.allocation_key
+        )
+        _fill_from_episode_fields(hist, data, path, problems)
+        facts[name] = hist
+        return
+    for attr in ("period_id", "sequence", "allocation_key"):
+        if getattr(recorded, attr) != getattr(episode, attr):
+            problems.append(
+                Problem(
+                    path, f"{attr} {getattr(recorded, attr)!r} disagrees with state/{name}: {getattr(episode, attr)!r}"
+                )
+            )
+    completed = data.get("completed_at")
+    if not isinstance(completed, str):
+        problems.append(Problem(path, "completed_at missing"))
+    elif episode.completed_at is not None and episode.completed_at != completed:
+        problems.append(Problem(path, f"completed_at {completed} disagrees with state/{name}: {episode.completed_at}"))
+    else:
+        episode.completed_at = completed
+    if episode.unknown_steps:
+        problems.append(Problem(path, f"episode completed while step {episode.unknown_steps[0]} is unknown"))
+    _compare_history_artifacts(data, path, episode, problems)
+
+
+def _compare_history_artifacts(data: dict[str, Any], path: str, episode: Facts | None, problems: list[Problem]) -> None:
+    if episode is None or data.get("artifacts") is None:
+        return
+    listed = {k: v[0] for k, v in _artifact_map(data.get("artifacts"), path, problems).items()}
+    actual = {k: v[0] for k, v in episode.artifacts.items()}
+    if listed != actual:
+        missing = sorted(set(listed.items()) ^ set(actual.items()))
+        problems.append(Problem(path, f"artifacts disagree with state/{episode.episode_id}: {missing[0][0]}"))
+
+
+def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem]) -> None:
+    seen: dict[tuple[str, int], str] = {}
+    keys: dict[str, list[str]] = {}
+    for name, f in sorted(facts.items()):
+        if f.legacy:
+            continue
+        slot = (f.period_id, f.sequence)
+        if slot in seen:
+            problems.append(Problem(f"state/{name}", f"duplicate period and sequence with {seen[slot]}"))
+        seen[slot] = name
+        if f.allocation_key is not None:
+            keys.setdefault(f.allocation_key, []).append(name)
+    for key, names in sorted(keys.items()):
+        if len(names) > 1:
+            problems.append(
+                Problem(f"state/{names[1]}", f"allocation key {key!r} belongs to several episodes: {', '.join(names)}")
+            )
+
+
+def _check_artifacts(
+    snap: Snapshot,
+    files: dict[str, Any],
+    wanted: list[tuple[str, str, tuple[str, int | None]]],
+    report: Report,
+    *,
+    hash_artifacts: bool,
+    workers: int | None,
+) -> None:
+    entries = []
+    for name, rel, _expected in wanted:
+        path = f"state/{name}/{rel}"
+        try:
+            validate_artifact_path(rel)
+        except UsageError as exc:
+            report.problems.append(Problem(path, str(exc)))
+            continue
+        entry = files.get(path)
+        if entry is None:
+            report.problems.append(Problem(path, "recorded artifact is missing"))
+        elif entry.symlink:
+            report.problems.append(Problem(path, "recorded artifact is a symlink"))
+        else:
+            entries.append(entry)
+    report.artifacts = len(wanted)
+    report.artifact_bytes = sum(e.size for e in entries)
+    if not hash_artifacts or not entries:
+        return
+    progress = Progress(report.artifact_bytes)
+    try:
+        digests = snap.hash(entries, workers, progress)
+    finally:
+        progress.finish()
+    expected = {f"state/{name}/{rel}": exp for name, rel, exp in wanted}
+    for path, found in sorted(digests.items()):
+        if isinstance(found, OSError):
+            report.problems.append(Problem(path, f"cannot read artifact: {found}"))
+            continue
+        want_sha, want_size = expected[path]
+        if found[0] != want_sha:
+            report.problems.append(Problem(path, f"sha256 {found[0][:16]}… does not match recorded {want_sha[:16]}…"))
+        elif want_size is not None and found[1] != want_size:
+            report.problems.append(Problem(path, f"size {found[1]} does not match recorded {want_size}"))
+
+
+def _check_clean(cwd: Path, report: Report) -> None:
+    proc = git_read(
+        cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", "state", "history"
+    )
+    for item in proc.stdout.split(b"\0"):
+        if item:
+            code, path = item[:2].decode(), item[3:].decode("utf-8", "surrogateescape")
+            what = "untracked" if code == "??" else "uncommitted change"
+            report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
+
+
+def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
+    """What a migration must preserve, as lines ``what: old -> new``; empty when all is kept."""
+    lines: list[str] = []
+
+    def multiset(label: str, old: Counter[Any], cur: Counter[Any]) -> None:
+        for item in sorted(set(old) | set(cur), key=repr):
+            if old[item] != cur[item]:
+                lines.append(f"{label} {item}: {old[item]} in base, {cur[item]} now")
+
+    def gather(facts: dict[str, Facts]) -> dict[str, Counter[Any]]:
+        out: dict[str, Counter[Any]] = {k: Counter() for k in ("hash", "cost", "ref", "approval", "completed")}
+        for f in facts.values():
+            out["hash"].update(f"sha256:{sha}" for sha, _size in f.artifacts.values())
+            out["cost"].update(f.costs)
+            out["ref"].update(f.remote_refs)
+            if f.approval:
+                out["approval"][f.approval] += 1
+            if f.completed_at:
+                out["completed"][f.completed_at] += 1
+        return out
+
+    old, cur = gather(base), gather(new)
+    multiset("artifact hash", old["hash"], cur["hash"])
+    multiset("cost entry", old["cost"], cur["cost"])
+    old_totals = totals([{"amount": a, "currency": c} for (_s, a, c, _r), n in old["cost"].items() for _ in range(n)])
+    cur_totals = totals([{"amount": a, "currency": c} for (_s, a, c, _r), n in cur["cost"].items() for _ in range(n)])
+    for currency in sorted(set(old_totals) | set(cur_totals)):
+        if old_totals.get(currency) != cur_totals.get(currency):
+            lines.append(
+                f"total {currency}: {old_totals.get(currency, '0')} in base, {cur_totals.get(currency, '0')} now"
+            )
+    multiset("remote task", old["ref"], cur["ref"])
+    if sum(old["ref"].values()) != sum(cur["ref"].values()):
+        lines.append(f"remote task count: {sum(old['ref'].values())} in base, {sum(cur['ref'].values())} now")
+    multiset("approval", old["approval"], cur["approval"])
+    multiset("completion time", old["completed"], cur["completed"])
+    return lines
+
+
+def verify(
+    path: Path,
+    *,
+    rev: str | None = None,
+    against: str | None = None,
+    workers: int | None = None,
+) -> Report:
+    """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only."""
+    cwd = locate(path)
+    if rev is None and is_bare(cwd):
+        raise UsageError(f"{cwd} is a bare repository: pass --rev REV")
+    snap: Snapshot = Revision(cwd, rev) if rev is not None else WorkTree(cwd)
+    try:
+        facts, report = collect(snap, workers=workers)
+    finally:
+        snap.close()
+    if rev is None:
+        _check_clean(cwd, report)
+    if against is not None:
+        base_snap = Revision(cwd, against)
+        try:
+            base_facts, _base_report = collect(base_snap, hash_artifacts=False)
+        finally:
+            base_snap.close()
+        report.against = base_snap.label
+        report.differences = compare(base_facts, facts)
+    return report

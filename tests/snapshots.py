@@ -1,0 +1,22 @@
+"""Byte-for-byte pictures of a directory tree, to prove read-only commands write nothing."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def tree_state(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file and directory below root (.git included): content, mode and mtime."""
+    out: dict[str, tuple[bytes, int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames:
+            full = Path(dirpath) / name
+            st = full.lstat()
+            out[str(full.relative_to(root)) + "/"] = (b"", st.st_mode, st.st_mtime_ns)
+        for name in filenames:
+            full = Path(dirpath) / name
+            st = full.lstat()
+            data = os.readlink(full).encode() if full.is_symlink() else full.read_bytes()
+            out[str(full.relative_to(root))] = (data, st.st_mode, st.st_mtime_ns)
+    return out
