@@ -6,9 +6,11 @@ import os
 from pathlib import Path
 
 
-def tree_state(root: Path) -> dict[str, tuple[bytes, int, int]]:
+def tree_state(root: Path, skip: str | None = None) -> dict[str, tuple[bytes, int, int]]:
     """Every file and directory below root (.git included): content, mode and mtime."""
     out: dict[str, tuple[bytes, int, int]] = {}
+    if skip is not None:
+        return {k: v for k, v in tree_state(root).items() if not k.startswith(skip)}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames:
             full = Path(dirpath) / name

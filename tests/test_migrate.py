@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobstate.allocation import allocate
+from jobstate.periods import parse_period
+from jobstate.store import Store
+from jobstate.yamlio import loads
+
+from .conftest import git, run_cli, status
+from .legacy import make_legacy_repo, write_legacy_week
+from .snapshots import tree_state
+from .test_crash import _fake_git
+
+WEEKS = ["2026-W30", "2026-W31", "2026-W53"]
+
+
+@pytest.fixture
+def legacy(tmp_path: Path) -> Path:
+    repo = tmp_path / "legacy"
+    make_legacy_repo(repo, WEEKS)
+    return repo
+
+
+def test_dry_run_prints_plan_and_diff_and_writes_nothing(legacy: Path) -> None:
+    before = tree_state(legacy)
+    proc = run_cli("migrate", "--dry-run", cwd=legacy)
+    assert proc.returncode == 0, proc.stderr
+    assert "state/2026-W30 -> state/2026-W30-0" in proc.stdout
+    assert "history/2026-W53.yaml -> history/2026-W53-0.yaml" in proc.stdout
+    assert "+episode_id: 2026-W31-0" in proc.stdout
+    assert "--- a/state/2026-W31/episode.yaml" in proc.stdout
+    assert tree_state(legacy) == before
+
+
+def test_migration_is_one_commit_of_renames_keeping_every_value(legacy: Path) -> None:
+    old = {w: loads((legacy / "state" / w / "episode.yaml").read_bytes(), w) for w in WEEKS}
+    old_hist = {w: loads((legacy / "history" / f"{w}.yaml").read_bytes(), w) for w in WEEKS}
+    base = git(legacy, "rev-parse", "HEAD").strip()
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 0, proc.stderr
+    assert git(legacy, "rev-parse", "HEAD~1").strip() == base
+    message = git(legacy, "log", "-1", "--format=%B")
+    for w in WEEKS:
+        assert f"state/{w} -> state/{w}-0" in message
+        new = loads((legacy / "state" / f"{w}-0" / "episode.yaml").read_bytes(), w)
+        assert all(new[k] == v for k, v in old[w].items())
+        assert (new["episode_id"], new["week_id"], new["sequence"]) == (f"{w}-0", w, 0)
+        assert new["migration"]["from_id"] == w
+        hist = loads((legacy / "history" / f"{w}-0.yaml").read_bytes(), w)
+        assert all(hist[k] == v for k, v in old_hist[w].items())
+        assert not (legacy / "state" / w).exists()
+    moves = git(legacy, "diff", "-M", "--name-status", "HEAD~1", "HEAD", "--", "state")
+    assert "R100\tstate/2026-W30/final.mp4\tstate/2026-W30-0/final.mp4" in moves
+    assert "\tstate/2026-W30/episode.yaml\tstate/2026-W30-0/episode.yaml" in moves
+    assert status(legacy) == ""
+    proof = run_cli("verify", "--rev", "HEAD", "--against", base, cwd=legacy)
+    assert proof.returncode == 0, proof.stdout
+    assert "preserved" in proof.stdout
+    # a second run is a no-op
+    head = git(legacy, "rev-parse", "HEAD")
+    again = run_cli("migrate", cwd=legacy)
+    assert "nothing to migrate" in again.stdout
+    assert git(legacy, "rev-parse", "HEAD") == head
+
+
+def test_after_migration_allocation_continues_the_week(legacy: Path) -> None:
+    run_cli("migrate", cwd=legacy)
+    run_cli("init", cwd=legacy)
+    with Store(legacy) as store:
+        assert allocate(store, "scheduled-run:2026-07-24", parse_period("2026-W30")).episode_id == "2026-W30-1"
+        assert allocate(store, "legacy:2026-W31", parse_period("2026-W31")).episode_id == "2026-W31-0"
+
+
+def test_refuses_a_dirty_tree(legacy: Path) -> None:
+    (legacy / "state" / "2026-W30" / "notes.txt").write_text("wip")
+    before = git(legacy, "rev-parse", "HEAD")
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 2
+    assert "clean tree" in proc.stderr
+    assert git(legacy, "rev-parse", "HEAD") == before
+    assert (legacy / "state" / "2026-W30").is_dir()
+
+
+def test_refuses_a_sequence_clash(legacy: Path) -> None:
+    run_cli("init", cwd=legacy)
+    clash = legacy / "state" / "2026-W31-0"
+    clash.mkdir()
+    (clash / "episode.yaml").write_text(
+        "schema: 1\nepisode_id: 2026-W31-0\nperiod_id: 2026-W31\nweek_id: 2026-W31\nsequence: 0\n"
+        "allocation_key: new-style\nallocated_at: '2026-07-30T00:00:00Z'\nstatus: allocated\n"
+    )
+    git(legacy, "add", "-A")
+    git(legacy, "commit", "-qm", "a versioned episode in a legacy week")
+    before = tree_state(legacy, skip=".jobstate/")
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 4
+    assert "2026-W31-0" in proc.stderr
+    assert tree_state(legacy, skip=".jobstate/") == before  # the lock file's holder record aside
+
+
+def test_refuses_when_an_artifact_no_longer_matches(legacy: Path) -> None:
+    (legacy / "state" / "2026-W31" / "cover.png").write_bytes(b"changed")
+    git(legacy, "commit", "-qam", "someone re-rendered the cover")
+    before = git(legacy, "rev-parse", "HEAD")
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 7
+    assert "state/2026-W31/cover.png" in proc.stderr
+    assert git(legacy, "rev-parse", "HEAD") == before
+    assert (legacy / "state" / "2026-W31").is_dir()
+
+
+def test_refuses_hostile_or_malformed_legacy_yaml(legacy: Path) -> None:
+    (legacy / "state" / "2026-W30" / "episode.yaml").write_text("!!python/object/apply:os.system ['touch x']\n")
+    git(legacy, "commit", "-qam", "hostile")
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 7
+    assert "state/2026-W30/episode.yaml" in proc.stderr
+    assert not (legacy / "x").exists()
+
+
+def test_kill_after_the_commit_is_finished_by_the_next_command(legacy: Path, tmp_path: Path) -> None:
+    env = _fake_git(tmp_path, "update-index")
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", "migrate"],
+        cwd=legacy,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL
+    assert "jobstate migrate" in git(legacy, "log", "-1", "--format=%s")
+    run_cli("init", cwd=legacy)  # any state-changing command finishes the work tree and index first
+    assert status(legacy) == ""
+    assert (legacy / "state" / "2026-W30-0" / "final.mp4").exists()
+    assert run_cli("verify", cwd=legacy).returncode == 0
+
+
+def test_history_only_legacy_week(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_legacy_repo(repo, ["2026-W30"])
+    write_legacy_week(repo, "2026-W20", 5)
+    (repo / "state" / "2026-W20" / "episode.yaml").unlink()
+    for f in (repo / "state" / "2026-W20").iterdir():
+        f.unlink()
+    (repo / "state" / "2026-W20").rmdir()
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "old week only in history")
+    proc = run_cli("migrate", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert (repo / "history" / "2026-W20-0.yaml").exists()
