@@ -61,6 +61,9 @@ rework: $(STAMP)
 reassemble: $(STAMP)
 	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step reassemble -- $(VENDOR_STEP) --kind reassemble --price 0.85 --artifact final-v2.txt
 
+verify: $(STAMP)
+	$(JOBSTATE) verify --repo $(REPO) --rev $(or $(REV),HEAD) $(if $(AGAINST),--against $(AGAINST))
+
 complete: $(STAMP)
 	$(call need,EPISODE)$(JOBSTATE) complete --repo $(REPO) --episode '$(EPISODE)'
 

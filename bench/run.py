@@ -139,7 +139,100 @@ def cli_retry(repo: Path) -> None:
     )
 
 
-SECTIONS: dict[str, Callable[[], None]] = {"allocate": bench_allocate}
+def make_verify_repo(parent: Path, episodes: int, big: int, big_bytes: int) -> tuple[Path, list[Path]]:
+    """``episodes`` committed episodes, each with records and an artifact; ``big`` of them large."""
+    import hashlib
+
+    from jobstate.setup_repo import init
+
+    repo = parent / "verify-repo"
+    repo.mkdir()
+    store, _ = init(repo, git_init=True)
+    store.close()
+    artifacts: list[Path] = []
+    block = os.urandom(1 << 20)
+    for n in range(episodes):
+        week, seq = divmod(n, 50)
+        year, wk = 2000 + week // 52, week % 52 + 1
+        eid = f"{year}-W{wk:02d}-{seq}"
+        d = repo / "state" / eid
+        d.mkdir()
+        (d / "episode.yaml").write_text(
+            f"schema: 1\nepisode_id: {eid}\nperiod_id: {year}-W{wk:02d}\nweek_id: {year}-W{wk:02d}\n"
+            f"sequence: {seq}\nallocation_key: k:{n}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"
+        )
+        art = d / "final.bin"
+        digest = hashlib.sha256()
+        with art.open("wb") as fh:
+            if n < big:
+                for i in range(big_bytes >> 20):
+                    chunk = block[i % 7 :] + block[: i % 7] + n.to_bytes(8, "big")
+                    fh.write(chunk)
+                    digest.update(chunk)
+            else:
+                data = f"small artifact {n}\n".encode()
+                fh.write(data)
+                digest.update(data)
+        size = art.stat().st_size
+        (d / "artifacts.yaml").write_text(
+            f"schema: 1\nartifacts:\n  final.bin:\n    sha256: {digest.hexdigest()}\n"
+            f"    size: {size}\n    step: generate\n"
+        )
+        (d / "costs.yaml").write_text(
+            f"schema: 1\nentries:\n- step: generate\n  amount: '12.40'\n  currency: USD\n  remote_ref: t-{n}\n"
+            "  at: '2026-01-01T00:00:00Z'\n"
+        )
+        artifacts.append(art)
+    fast = ["-c", "core.compression=0", "-c", "core.looseCompression=0"]
+    git(repo, *fast, "add", "-A")
+    git(repo, *fast, "commit", "-qm", "bench state")
+    return repo, artifacts
+
+
+def bench_verify() -> None:
+    from jobstate.hashing import hash_files
+    from jobstate.snapshot import WorkTree
+    from jobstate.verify import collect, verify
+
+    episodes = int(os.environ.get("BENCH_VERIFY_EPISODES", "10000"))
+    big = int(os.environ.get("BENCH_VERIFY_BIG", "100"))
+    big_mb = int(os.environ.get("BENCH_VERIFY_BIG_MB", "20"))
+    print(f"== verify ({episodes:,} episodes, {big} artifacts of {big_mb} MB + {episodes - big:,} small) ==")
+    with tempfile.TemporaryDirectory(prefix="jobstate-bench-verify-") as tmp:
+        start = time.perf_counter()
+        repo, arts = make_verify_repo(Path(tmp), episodes, big, big_mb << 20)
+        total = sum(a.stat().st_size for a in arts)
+        print(f"setup (write and commit the tree): {time.perf_counter() - start:.1f} s; artifacts {total / 1e9:.2f} GB")
+        large = arts[:big] or arts
+        large_bytes = sum(a.stat().st_size for a in large)
+        subprocess.run(["cat", *map(str, large)], stdout=subprocess.DEVNULL, check=True)  # same cache for all
+
+        def timed(fn: Callable[[], object]) -> float:
+            t = time.perf_counter()
+            fn()
+            return time.perf_counter() - t
+
+        sums = timed(lambda: subprocess.run(["sha256sum", *map(str, large)], stdout=subprocess.DEVNULL, check=True))
+        one = timed(lambda: hash_files(large, workers=1))
+        two = timed(lambda: hash_files(large, workers=2))
+        mbps = large_bytes / 1e6
+        print(
+            f"hashing {large_bytes / 1e9:.2f} GB: sha256sum {mbps / sums:.0f} MB/s; "
+            f"jobstate 1 thread {mbps / one:.0f} MB/s ({sums / one:.2f}x sha256sum, target >= 0.9); "
+            f"2 threads {mbps / two:.0f} MB/s ({sums / two:.2f}x, target > 1.0)"
+        )
+        snap = WorkTree(repo)
+        checks = timed(lambda: collect(snap, hash_artifacts=False))
+        print(
+            f"YAML and structure checks: {checks:.2f} s for {episodes:,} episodes = "
+            f"{checks / episodes * 1e6:.0f} us per episode (3 YAML files each)"
+        )
+        full = timed(lambda: verify(repo))
+        rev = timed(lambda: verify(repo, rev="HEAD"))
+        print(f"whole verify, work tree: {full:.1f} s; --rev HEAD from Git objects: {rev:.1f} s")
+
+
+SECTIONS: dict[str, Callable[[], None]] = {"allocate": bench_allocate, "verify": bench_verify}
 
 
 def main(argv: list[str]) -> int:
