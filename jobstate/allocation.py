@@ -11,16 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobstate.errors import AllocationConflict, ConcurrentUpdate, UsageError
+from jobstate.errors import AllocationConflict, UsageError
 from jobstate.gitrepo import blob_sha
 from jobstate.periods import Period, format_episode_id, next_sequence
 from jobstate.records import Episode, validate_key
 
 if TYPE_CHECKING:
     from jobstate.catalog import Catalog, Row
+    from jobstate.commits import Change
     from jobstate.store import Store
-
-_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -61,12 +60,7 @@ def allocate(store: Store, key: str, period: Period) -> Allocation:
     found = _committed_answer(store, key, period)
     if found is not None:
         return found
-    for _attempt in range(_ATTEMPTS):
-        with store.mutation() as cat:
-            answer = _decide_and_commit(store, cat, key, period)
-        if answer is not None:
-            return answer
-    raise ConcurrentUpdate(f"the branch of {store.root} kept moving while allocating key {key!r}; retry")
+    return store.transact(lambda cat: _decide(store, cat, key, period))
 
 
 def _committed_answer(store: Store, key: str, period: Period) -> Allocation | None:
@@ -90,11 +84,14 @@ def _committed_answer(store: Store, key: str, period: Period) -> Allocation | No
     return Allocation(r.episode_id, r.period_id, r.sequence, key, created=False)
 
 
-def _conflict_text(key: str, episodes: dict[str, str]) -> str:
+def _conflict_text(episodes: dict[str, str]) -> str:
     return ", ".join(f"{eid} (period {pid})" for eid, pid in sorted(episodes.items()))
 
 
-def _decide_and_commit(store: Store, cat: Catalog, key: str, period: Period) -> Allocation | None:
+def _decide(store: Store, cat: Catalog, key: str, period: Period) -> Change[Allocation]:
+    """Under the lock, on the freshest state: the existing episode for ``key``, or a new one."""
+    from jobstate.commits import Change  # noqa: PLC0415
+
     orphans = store.uncommitted_episodes(cat)
     rows: list[Row] = cat.by_key(key)
     matches: dict[str, str] = {r.episode_id: r.period_id for r in rows}
@@ -102,10 +99,14 @@ def _decide_and_commit(store: Store, cat: Catalog, key: str, period: Period) -> 
     matches.update({o.episode_id: o.period_id for o in mine})
     if len(matches) > 1:
         raise AllocationConflict(
-            f"allocation key {key!r} matches {len(matches)} episodes: {_conflict_text(key, matches)}; "
+            f"allocation key {key!r} matches {len(matches)} episodes: {_conflict_text(matches)}; "
             "jobstate will not guess which to reuse: fix the state by hand (see jobstate show) and retry"
         )
-    recover = {o.directory + "/episode.yaml": store.path(o.directory + "/episode.yaml").read_bytes() for o in orphans}
+    # episodes a killed allocate wrote but never committed keep their sequence: commit them now
+    recover: dict[str, bytes | None] = {
+        f"{o.directory}/episode.yaml": store.path(f"{o.directory}/episode.yaml").read_bytes() for o in orphans
+    }
+    note = _recover_message(orphans)
     if matches:
         ((episode_id, period_id),) = matches.items()
         if period_id != period.id:
@@ -115,14 +116,8 @@ def _decide_and_commit(store: Store, cat: Catalog, key: str, period: Period) -> 
             )
         for row in rows:
             store.check_clean(row)
-        seq = int(episode_id.rsplit("-", 1)[1])
-        if not mine:
-            if recover and store.commit(cat, recover, _recover_message(orphans)) is None:
-                return None
-            return Allocation(episode_id, period_id, seq, key, created=False)
-        if store.commit(cat, recover, _recover_message(orphans)) is None:
-            return None
-        return Allocation(episode_id, period_id, seq, key, created=False, recovered=True)
+        found = Allocation(episode_id, period_id, int(episode_id.rsplit("-", 1)[1]), key, False, recovered=bool(mine))
+        return Change(found, recover, note)
     in_period = cat.by_period(period.id)
     for row in in_period:
         store.check_clean(row)
@@ -136,21 +131,11 @@ def _decide_and_commit(store: Store, cat: Catalog, key: str, period: Period) -> 
         allocation_key=key,
         allocated_at=_now_text(store),
     )
-    from jobstate.yamlio import atomic_write, dumps  # noqa: PLC0415
+    from jobstate.yamlio import dumps  # noqa: PLC0415
 
-    path = episode.directory + "/episode.yaml"
-    data = dumps(episode.to_yaml_dict())
-    atomic_write(store.path(path), data)
-    message = f"allocate {episode.episode_id} for key {key!r}"
-    if orphans:
-        message += "\n\n" + _recover_message(orphans)
-    if store.commit(cat, {**recover, path: data}, message) is None:
-        # the branch moved under us (not a jobstate writer: they hold the lock);
-        # forget this decision and make it again on the new tip
-        store.path(path).unlink()
-        store.path(episode.directory).rmdir()
-        return None
-    return Allocation(episode.episode_id, period.id, sequence, key, created=True)
+    message = f"allocate {episode.episode_id} for key {key!r}" + (f"\n\n{note}" if note else "")
+    files = {**recover, f"{episode.directory}/episode.yaml": dumps(episode.to_yaml_dict())}
+    return Change(Allocation(episode.episode_id, period.id, sequence, key, created=True), files, message)
 
 
 def _recover_message(orphans: list[Episode]) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from jobstate.errors import JobstateError, UsageError
+from jobstate.errors import JobstateError, RemoteUnavailable, UsageError
 
 ZERO = "0" * 40
 TREE_MODE = b"40000"
@@ -398,6 +398,38 @@ class GitRepo:
         self.run("update-index", "--add", "--remove", "--", *paths, env=env)
         os.replace(tmp, index)
         return True
+
+    # ------------------------------------------------------------------ remotes
+    def _remote_run(self, remote: str, *args: str) -> subprocess.CompletedProcess[bytes]:
+        if self.run("remote", "get-url", remote, check=False).returncode != 0:
+            raise UsageError(f"no git remote named {remote!r} in {self.root}: add it with git remote add {remote} URL")
+        return self.run(
+            *args, check=False, env={"GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")}
+        )
+
+    def fetch(self, remote: str, ref: str) -> str | None:
+        """Fetch ``ref`` from ``remote``; its tip, or None when the remote has no such branch."""
+        branch = ref.removeprefix("refs/heads/")
+        tracking = f"refs/remotes/{remote}/{branch}"
+        proc = self._remote_run(remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}")
+        if proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace")
+            if "couldn't find remote ref" in err:
+                return None
+            last = err.strip().splitlines()[-1] if err.strip() else str(proc.returncode)
+            raise RemoteUnavailable(f"cannot fetch {branch} from {remote}: {last}; nothing was changed")
+        return self.resolve_ref(tracking)
+
+    def push(self, remote: str, commit: str, ref: str) -> bool:
+        """Push ``commit`` as ``ref`` on ``remote``, never forcing; False when rejected as not a fast-forward."""
+        proc = self._remote_run(remote, "push", "--porcelain", "--quiet", remote, f"{commit}:{ref}")
+        if proc.returncode == 0:
+            return True
+        out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
+        if "[rejected]" in out or "non-fast-forward" in out or "fetch first" in out or "cannot lock ref" in out:
+            return False
+        last = out.strip().splitlines()[-1] if out.strip() else str(proc.returncode)
+        raise RemoteUnavailable(f"cannot push to {remote}: {last}; nothing was changed")
 
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobstate import __version__
-from jobstate.errors import AllocationConflict, StateInvalid, UsageError, VerifyFailed
+from jobstate.errors import AllocationConflict, ConcurrentUpdate, StateInvalid, UsageError, VerifyFailed
 from jobstate.hashing import sha256_file
 from jobstate.ledger import validate_artifact_path
 from jobstate.periods import parse_period
@@ -205,9 +205,11 @@ def _refuse_dirty(store: Store) -> None:
 
 
 def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
+    from jobstate.commits import commit, sync_remote  # noqa: PLC0415
     from jobstate.verify import verify  # noqa: PLC0415
 
     with store.locked():
+        sync_remote(store, drop_uncommitted=False)
         _refuse_dirty(store)
         moves = plan(store, migrated_at)
         if not moves:
@@ -229,9 +231,9 @@ def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
                 files[rel] = data
         lines = [line for move in moves for line in move.describe()]
         message = f"jobstate migrate: {len(moves)} legacy week-only ID(s) to versioned IDs\n\n" + "\n".join(lines)
-        landed = store.commit(None, files, message, blobs=blobs, renames=renames)
+        landed = commit(store, None, files, message, blobs=blobs, renames=renames)
         if landed is None:
-            raise UsageError("the branch moved during the migration; nothing was migrated: run it again")
+            raise ConcurrentUpdate("the branch moved during the migration; nothing was migrated: run it again")
         new = landed
     report = verify(store.root, rev=new, against=base)
     drift = report.differences or [f"{p.path}: {p.message}" for p in report.errors(strict=False)]

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from jobstate.errors import ConcurrentUpdate, EpisodeUnknown, JobstateError, StateInvalid, SubmissionUnknown, UsageError
+from jobstate.errors import EpisodeUnknown, JobstateError, StateInvalid, SubmissionUnknown, UsageError
 from jobstate.hashing import sha256_file
 from jobstate.ledger import (
     check_cost_entry,
@@ -34,7 +34,10 @@ from jobstate.records import Episode
 
 if TYPE_CHECKING:
     from jobstate.catalog import Catalog
+    from jobstate.commits import Change
     from jobstate.store import Store
+
+T = TypeVar("T")
 
 SUBMISSIONS = "submissions.yaml"
 COSTS = "costs.yaml"
@@ -129,31 +132,26 @@ def approval(store: Store, episode_id: str) -> dict[str, Any] | None:
     return decisions[-1] if decisions else None
 
 
-def write_records(
+def record_change(
     store: Store,
-    cat: Catalog,
     episode_id: str,
     records: dict[str, Any],
     message: str,
     *,
+    result: T = None,  # type: ignore[assignment]
     extra: tuple[str, ...] = (),
-) -> None:
-    """Write YAML records (and commit them with ``extra`` work-tree files); call under mutation()."""
-    from jobstate.yamlio import atomic_write, dumps  # noqa: PLC0415
+) -> Change[T]:
+    """A change that writes YAML records (a name in the episode directory, or a repository path)
+    and commits them with ``extra`` work-tree files (artifacts) as they are."""
+    from jobstate.commits import Change  # noqa: PLC0415
+    from jobstate.yamlio import dumps  # noqa: PLC0415
 
     files: dict[str, bytes | None] = {}
     for name, data in records.items():
-        rel = name if "/" in name else f"state/{episode_id}/{name}"
-        blob = dumps(data)
-        atomic_write(store.path(rel), blob)
-        files[rel] = blob
+        files[name if "/" in name else f"state/{episode_id}/{name}"] = dumps(data)
     for rel in extra:
         files[rel] = store.path(rel).read_bytes()
-    for _attempt in range(5):
-        if store.commit(cat, files, message) is not None:
-            return
-        cat = store.catalog()  # someone committed outside jobstate: put ours on the new tip
-    raise ConcurrentUpdate(f"the branch of {store.root} kept moving while committing {message!r}; retry")
+    return Change(result, files, message)
 
 
 def resolve_command(episode_id: str, step: str) -> str:
@@ -195,16 +193,18 @@ class PaidStep:
         """The episode directory, where artifacts are written."""
         return self.store.path(self.episode.directory)
 
-    def _update(self, message: str, change: dict[str, Any], extra: tuple[str, ...] = ()) -> None:
+    def _update(self, message: str, change: dict[str, Any]) -> None:
         eid = self.episode.episode_id
-        with self.store.mutation() as cat:
+
+        def decide(_cat: Catalog) -> Change[None]:
             steps = submissions(self.store, eid)
             attempts = steps.get(self.step, [])
             if not attempts or attempts[-1].get("attempt") != self.attempt:
                 raise StateInvalid(f"state/{eid}/{SUBMISSIONS}: attempt {self.attempt} of {self.step} vanished")
             attempts[-1].update(change)
-            records: dict[str, Any] = {SUBMISSIONS: {"schema": 1, "steps": steps}}
-            write_records(self.store, cat, eid, records, message, extra=extra)
+            return record_change(self.store, eid, {SUBMISSIONS: {"schema": 1, "steps": steps}}, message)
+
+        self.store.transact(decide)
         self._attempt.update(change)
 
     def accepted(self, remote_ref: str) -> None:
@@ -238,18 +238,20 @@ class PaidStep:
         currency = validate_currency(currency)
         ref = validate_remote_ref(remote_ref) if remote_ref is not None else self.remote_ref
         eid = self.episode.episode_id
-        with self.store.mutation() as cat:
+
+        def decide(_cat: Catalog) -> Change[None]:
             entries = cost_entries(self.store, eid)
             if ref is not None and any(e.get("remote_ref") == ref and e["step"] == self.step for e in entries):
-                return
+                return record_change(self.store, eid, {}, "")  # already in the ledger: nothing to write
             entry = {"step": self.step, "amount": amount, "currency": currency, "remote_ref": ref, "at": self._now()}
-            write_records(
+            return record_change(
                 self.store,
-                cat,
                 eid,
                 {COSTS: {"schema": 1, "entries": [*entries, entry]}},
                 f"cost {eid} {self.step}: {amount} {currency} ({ref or 'no remote task'})",
             )
+
+        self.store.transact(decide)
 
     def artifact(self, path: str) -> dict[str, Any]:
         """Record (sha256 and size) and commit a file the step wrote inside the episode directory."""
@@ -263,17 +265,19 @@ class PaidStep:
         digest, size = sha256_file(target)
         eid = self.episode.episode_id
         record = {"sha256": digest, "size": size, "step": self.step}
-        with self.store.mutation() as cat:
+
+        def decide(_cat: Catalog) -> Change[None]:
             found = artifacts(self.store, eid)
             found[rel] = record
-            write_records(
+            return record_change(
                 self.store,
-                cat,
                 eid,
                 {ARTIFACTS: {"schema": 1, "artifacts": dict(sorted(found.items()))}},
                 f"artifact {eid}/{rel} from {self.step}: sha256 {digest[:12]}, {size} bytes",
                 extra=(f"{self.episode.directory}/{rel}",),
             )
+
+        self.store.transact(decide)
         return record
 
     def _now(self) -> str:
@@ -317,32 +321,29 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
 
 
 def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
-    with store.mutation() as cat:
+    from jobstate.store import format_time  # noqa: PLC0415
+
+    def decide(_cat: Catalog) -> Change[PaidStep]:
         episode = guard(store, episode_id)  # again, under the lock
         steps = submissions(store, episode_id)
         attempts = steps.setdefault(step, [])
         last = attempts[-1] if attempts else None
         state = None if last is None else last.get("state")
-        if state == "completed":
-            assert last is not None
+        if last is not None and state == "completed":
             raise StepAlreadyCompleted(
                 f"step {step} of {episode_id} already completed (remote task {last.get('remote_ref')}); nothing run"
             )
-        if state == "intent":
-            assert last is not None
+        if last is not None and state == "intent":
             raise SubmissionUnknown(
                 f"step {step} of {episode_id} attempt {last.get('attempt')} (idempotency key "
                 f"{last.get('idempotency_key')}) may or may not have been accepted by the vendor; "
                 f"check with the vendor, then run: {resolve_command(episode_id, step)}"
             )
-        if state == "accepted":
-            assert last is not None
-            return PaidStep(store, episode, step, last)
+        if last is not None and state == "accepted":
+            return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))
         if state not in (None, "not-submitted"):
             raise StateInvalid(f"state/{episode_id}/{SUBMISSIONS}: unknown state {state!r} for step {step}")
         number = 1 if last is None else int(last["attempt"]) + 1
-        from jobstate.store import format_time  # noqa: PLC0415
-
         attempt = {
             "attempt": number,
             "idempotency_key": idempotency_key(episode_id, episode.allocation_key, step, number),
@@ -350,14 +351,15 @@ def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
             "started_at": format_time(store.now()),
         }
         attempts.append(attempt)
-        write_records(
+        return record_change(
             store,
-            cat,
             episode_id,
             {SUBMISSIONS: {"schema": 1, "steps": steps}},
             f"intent {episode_id} {step} attempt {number}",
+            result=PaidStep(store, episode, step, attempt),
         )
-        return PaidStep(store, episode, step, attempt)
+
+    return store.transact(decide)
 
 
 def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, by: str, reason: str) -> str:
@@ -368,7 +370,7 @@ def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, b
     ref = validate_remote_ref(accepted) if accepted is not None else None
     from jobstate.store import format_time  # noqa: PLC0415
 
-    with store.mutation() as cat:
+    def decide(_cat: Catalog) -> Change[str]:
         guard(store, episode_id)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
@@ -384,14 +386,15 @@ def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, b
         else:
             last.update(state="not-submitted", closed_at=now, resolution=decision)
             outcome = f"step {step} will start attempt {int(last['attempt']) + 1} with a new idempotency key"
-        write_records(
+        return record_change(
             store,
-            cat,
             episode_id,
             {SUBMISSIONS: {"schema": 1, "steps": steps}},
             f"resolve {episode_id} {step} attempt {last['attempt']}: {decision['decision']} by {by}\n\n{reason}",
+            result=outcome,
         )
-    return outcome
+
+    return store.transact(decide)
 
 
 def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, reason: str = "") -> dict[str, Any]:
@@ -402,7 +405,7 @@ def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, rea
         raise UsageError("a rejection needs --reason TEXT")
     from jobstate.store import format_time  # noqa: PLC0415
 
-    with store.mutation() as cat:
+    def decide(_cat: Catalog) -> Change[dict[str, Any]]:
         guard(store, episode_id)
         _refuse_open_steps(store, episode_id, "approve")
         data = _load(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
@@ -410,8 +413,10 @@ def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, rea
         if reason:
             decision["reason"] = reason
         data["decisions"] = [*data.get("decisions", []), decision]
-        write_records(store, cat, episode_id, {APPROVAL: data}, f"{decision['status']} {episode_id} by {by}")
-    return decision
+        message = f"{decision['status']} {episode_id} by {by}"
+        return record_change(store, episode_id, {APPROVAL: data}, message, result=decision)
+
+    return store.transact(decide)
 
 
 def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
@@ -432,9 +437,9 @@ def complete(store: Store, episode_id: str) -> dict[str, Any]:
     """Write and commit history/<id>.yaml; refuses while a step is unknown or the episode unapproved."""
     from jobstate.store import format_time  # noqa: PLC0415
 
-    if store.path(f"history/{episode_id}.yaml").exists():
-        raise StepAlreadyCompleted(f"episode {episode_id} is already completed")
-    with store.mutation() as cat:
+    def decide(_cat: Catalog) -> Change[dict[str, Any]]:
+        if store.path(f"history/{episode_id}.yaml").exists():
+            raise StepAlreadyCompleted(f"episode {episode_id} is already completed")
         episode = guard(store, episode_id)
         _refuse_open_steps(store, episode_id, "complete")
         decision = approval(store, episode_id)
@@ -443,22 +448,17 @@ def complete(store: Store, episode_id: str) -> dict[str, Any]:
                 f"episode {episode_id} is not approved; approve it first: "
                 f"jobstate approve --episode {episode_id} --by NAME"
             )
-        costs = cost_entries(store, episode_id)
+        refs = {str(a["remote_ref"]) for s in submissions(store, episode_id).values() for a in s if a.get("remote_ref")}
         record = {
             **episode.to_yaml_dict(),
             "status": "completed",
             "completed_at": format_time(store.now()),
             "approval": decision,
-            "remote_refs": sorted(
-                {
-                    str(a["remote_ref"])
-                    for s in submissions(store, episode_id).values()
-                    for a in s
-                    if a.get("remote_ref")
-                }
-            ),
-            "cost_totals": totals(costs),
+            "remote_refs": sorted(refs),
+            "cost_totals": totals(cost_entries(store, episode_id)),
             "artifacts": artifacts(store, episode_id),
         }
-        write_records(store, cat, episode_id, {f"history/{episode_id}.yaml": record}, f"complete {episode_id}")
-    return record
+        path = f"history/{episode_id}.yaml"
+        return record_change(store, episode_id, {path: record}, f"complete {episode_id}", result=record)
+
+    return store.transact(decide)

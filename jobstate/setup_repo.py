@@ -26,7 +26,7 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
             ) from None
         init_repository(path)
         root = path.resolve()
-    files: dict[str, bytes] = {}
+    files: dict[str, bytes | None] = {}
     for directory in (STATE, HISTORY):
         keep = root / directory / ".gitkeep"
         if not keep.exists():
@@ -46,8 +46,7 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
     store = Store(root)
     if not files:
         return store, False
-    for _attempt in range(5):
-        with store.mutation() as cat:
-            if store.commit(cat, files, "jobstate init: state/, history/, jobstate.yaml") is not None:
-                return store, True
-    raise UsageError(f"the branch of {root} kept moving during jobstate init; retry")
+    from jobstate.commits import Change  # noqa: PLC0415
+
+    store.transact(lambda _cat: Change(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
+    return store, True

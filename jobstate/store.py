@@ -7,16 +7,13 @@ with HEAD, and only then does the caller read, decide and commit.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from jobstate.catalog import Catalog, Row
 from jobstate.config import CONFIG_FILE, Config
@@ -25,8 +22,11 @@ from jobstate.gitrepo import GitRepo, blob_sha, find_root
 from jobstate.periods import parse_episode_id
 
 if TYPE_CHECKING:
+    from jobstate.commits import Change
     from jobstate.paid import PaidStep
     from jobstate.records import Episode
+
+T = TypeVar("T")
 
 STATE = "state"
 HISTORY = "history"
@@ -44,7 +44,7 @@ def history_path(episode_id: str) -> str:
     return f"{HISTORY}/{episode_id}.yaml"
 
 
-def _describes_episode(path: str) -> str | None:
+def describes_episode(path: str) -> str | None:
     """The episode ID a committed path describes, if it is an episode or history file."""
     parts = path.split("/")
     if len(parts) == 3 and parts[0] == STATE and parts[2] == EPISODE_FILE:
@@ -64,16 +64,6 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True)
-class Pending:
-    """What a change that may have been interrupted left to finish."""
-
-    commit: str
-    paths: list[str]
-    renames: list[list[str]] = field(default_factory=list)
-    materialize: list[str] = field(default_factory=list)
-
-
 class Store:
     """A jobstate state repository (a Git work tree with state/ and history/)."""
 
@@ -83,12 +73,14 @@ class Store:
         *,
         now: Callable[[], datetime] = utc_now,
         lock_timeout: float | None = None,
+        remote: str | None = None,
     ) -> None:
         self.root = root
         self.now = now
         self.git = GitRepo(root)
         self.private = root / PRIVATE
         self._lock_timeout = lock_timeout
+        self._remote = remote
         self._config: Config | None = None
         self._catalog: Catalog | None = None
 
@@ -167,7 +159,7 @@ class Store:
 
         return read_holder(self.lock_path)
 
-    def _ensure_private(self) -> None:
+    def ensure_private(self) -> None:
         # self-ignoring, like .pytest_cache: nothing in it can ever be committed
         if not (self.private / ".gitignore").exists():
             self.private.mkdir(exist_ok=True)
@@ -187,7 +179,7 @@ class Store:
     def catalog(self) -> Catalog:
         """The catalog, brought up to date with HEAD (call under the lock)."""
         if self._catalog is None:
-            self._ensure_private()
+            self.ensure_private()
             self._catalog = Catalog.open(self._catalog_path)
         cat = self._catalog
         head = self.git.head_commit()
@@ -211,14 +203,14 @@ class Store:
             entries = self.git.ls_tree(head, STATE, HISTORY)
             replace_all = True
         else:
-            relevant = [p for p in changed if _describes_episode(p)]
+            relevant = [p for p in changed if describes_episode(p)]
             entries = self.git.ls_tree(head, *relevant) if relevant else []
             replace_all = False
-        add = self._rows_from_blobs([(sha, path) for _mode, sha, path in entries if _describes_episode(path)])
-        remove = [] if changed is None else [p for p in changed if _describes_episode(p)]
+        add = self.rows_from_blobs([(sha, path) for _mode, sha, path in entries if describes_episode(path)])
+        remove = [] if changed is None else [p for p in changed if describes_episode(p)]
         cat.update(head=head, add=add, remove=remove, replace_all=replace_all)
 
-    def _rows_from_blobs(self, blobs: list[tuple[str, str]]) -> list[Row]:
+    def rows_from_blobs(self, blobs: list[tuple[str, str]]) -> list[Row]:
         from jobstate.records import episode_from_yaml_dict  # noqa: PLC0415
         from jobstate.yamlio import loads  # noqa: PLC0415
 
@@ -239,7 +231,7 @@ class Store:
                 for sha, path in missing:
                     datas[path] = read(sha)[1]
         for sha, path in blobs:
-            name = _describes_episode(path)
+            name = describes_episode(path)
             ep = episode_from_yaml_dict(loads(datas[path], path), path, name)
             rows.append(Row(path, ep.episode_id, ep.period_id, ep.sequence, ep.allocation_key, sha))
         return rows
@@ -248,112 +240,41 @@ class Store:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the lock, after finishing whatever an interrupted change left undone."""
+        from jobstate.commits import finish_pending  # noqa: PLC0415
         from jobstate.lock import FileLock  # noqa: PLC0415
 
         self.require_initialized()
-        self._ensure_private()
+        self.ensure_private()
         with FileLock(self.lock_path, self.lock_timeout):
-            self._finish_pending()
+            finish_pending(self)
             yield
 
     @contextmanager
     def mutation(self) -> Iterator[Catalog]:
-        """Hold the lock for a whole read-decide-write-commit; yields the fresh catalog."""
+        """Hold the lock for a whole read-decide-write-commit; yields the catalog, fresh from HEAD."""
+        from jobstate.commits import sync_remote  # noqa: PLC0415
+
         with self.locked():
+            sync_remote(self)
             yield self.catalog()
 
-    def _finish_pending(self) -> None:
-        marker = self.private / "pending.json"
-        try:
-            pending = Pending(**json.loads(marker.read_text(encoding="utf-8")))
-        except FileNotFoundError:
-            return
-        except (ValueError, TypeError):
-            marker.unlink()
-            return
-        head = self.git.head_commit()
-        if head is None or not self.git.is_ancestor(pending.commit, head):
-            marker.unlink()  # the commit never landed: the work tree was not touched for it
-            return
-        self._update_work_tree(pending, {})
-        if self.git.sync_index(pending.paths):
-            marker.unlink()
+    def transact(self, decide: Callable[[Catalog], Change[T]]) -> T:
+        """Run ``decide`` on the freshest state under the lock and commit what it returns.
 
-    def _update_work_tree(self, pending: Pending, contents: Mapping[str, bytes | None]) -> None:
-        """Make the work tree match a landed commit: renames first, then files written from it."""
-        for old, new in pending.renames:
-            if self.path(old).exists() and not self.path(new).exists():
-                self.path(new).parent.mkdir(parents=True, exist_ok=True)
-                os.replace(self.path(old), self.path(new))
-        for rel in pending.materialize:
-            data = contents.get(rel)
-            if data is None:
-                data = self.git.run("cat-file", "blob", f"{pending.commit}:{rel}").stdout
-            target = self.path(rel)
-            if not target.exists() or target.read_bytes() != data:
-                from jobstate.yamlio import atomic_write  # noqa: PLC0415
-
-                atomic_write(target, data)
-
-    def commit(
-        self,
-        cat: Catalog | None,
-        files: Mapping[str, bytes | None],
-        message: str,
-        *,
-        blobs: Mapping[str, tuple[bytes, str]] | None = None,
-        renames: list[tuple[str, str]] | None = None,
-    ) -> str | None:
-        """Commit ``files`` (path -> content, None to delete) on HEAD's branch; update catalog and index.
-
-        Normally the work tree already holds ``files``. With ``renames`` (a
-        migration) the commit is built first from objects (``blobs`` reuses
-        existing blobs, path -> (mode, sha)), and the work tree is changed only
-        after the branch moved, by renaming and then writing ``files``; a kill
-        in between is finished by the next command. Returns None when the
-        branch moved since it was read: the caller must decide again. Call
-        under the lock; ``cat`` None leaves the catalog to its next refresh.
+        See jobstate.commits.transact.
         """
-        ref = self.git.head_ref()
-        parent = (cat.meta("head") or None) if cat is not None else self.git.head_commit()
-        new = self.git.build_commit(parent, files, message, blobs or {})
-        pending = Pending(
-            new,
-            sorted(set(files) | set(blobs or {})),
-            [list(r) for r in renames or []],
-            sorted(p for p, d in files.items() if d is not None) if renames else [],
-        )
-        # written before the branch moves: if we are killed after it moved, the
-        # next command finds this and finishes the work tree and the index
-        marker = self.private / "pending.json"
-        tmp = marker.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(pending)), encoding="utf-8")
-        os.replace(tmp, marker)
-        if not self.git.update_ref(ref, new, parent, "jobstate: " + message.splitlines()[0]):
-            marker.unlink()
-            return None
-        self._update_work_tree(pending, files)
-        if cat is not None:
-            add, remove = [], []
-            for path, data in files.items():
-                if _describes_episode(path) is None:
-                    continue
-                if data is None:
-                    remove.append(path)
-                else:
-                    add.extend(self._rows_from_blobs([(blob_sha(data), path)]))
-            cat.update(head=new, add=add, remove=remove, state_mtime=self._state_mtime())
-        if self.git.sync_index(pending.paths):
-            marker.unlink()
-        else:
-            print(
-                f"jobstate: warning: {self.git.git_dir / 'index.lock'} exists, so the index was not "
-                "updated; the next jobstate command will update it",
-                file=sys.stderr,
-            )
-        return new
+        from jobstate.commits import transact  # noqa: PLC0415
 
-    def _state_mtime(self) -> str:
+        return transact(self, decide)
+
+    @property
+    def remote(self) -> str | None:
+        """The shared Git remote state changes must reach (--remote, $JOBSTATE_REMOTE, jobstate.yaml)."""
+        if self._remote is not None:
+            return self._remote or None
+        return os.environ.get("JOBSTATE_REMOTE") or self.config.remote
+
+    def state_mtime(self) -> str:
         return str((self.root / STATE).stat().st_mtime_ns)
 
     def uncommitted_episodes(self, cat: Catalog) -> list[Episode]:
@@ -365,7 +286,7 @@ class Store:
         from jobstate.records import episode_from_yaml_dict  # noqa: PLC0415
         from jobstate.yamlio import load_file  # noqa: PLC0415
 
-        if cat.meta("state_mtime") == self._state_mtime():
+        if cat.meta("state_mtime") == self.state_mtime():
             return []
         known = cat.state_ids()
         present = set()
@@ -397,7 +318,7 @@ class Store:
                 f"git checkout -- {STATE}/{gone[0]}"
             )
         if not found:
-            cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=self._state_mtime())
+            cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=self.state_mtime())
         return found
 
     def check_clean(self, row: Row) -> bytes:
