@@ -46,6 +46,7 @@ def make_repo(parent: Path, episodes: int) -> Path:
     repo.mkdir()
     store, _ = init(repo, git_init=True)
     store.close()
+    git(repo, "config", "gc.auto", "0")  # no background gc racing the clean-up
     per_week = 50
     for n in range(episodes):
         week, seq = divmod(n, per_week)
@@ -74,7 +75,7 @@ def bench_allocate() -> None:
     )
     calls = int(os.environ.get("BENCH_CALLS", "60"))
     results: dict[int, tuple[float, float, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="jobstate-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="jobstate-bench-", ignore_cleanup_errors=True) as tmp:
         week = parse_period("2026-W32")
         for size in (10, 1000, 10000):
             repo = make_repo(Path(tmp), size)
@@ -149,6 +150,7 @@ def make_verify_repo(parent: Path, episodes: int, big: int, big_bytes: int) -> t
     repo.mkdir()
     store, _ = init(repo, git_init=True)
     store.close()
+    git(repo, "config", "gc.auto", "0")  # no background gc racing the clean-up
     artifacts: list[Path] = []
     block = os.urandom(1 << 20)
     for n in range(episodes):
@@ -198,7 +200,7 @@ def bench_verify() -> None:
     big = int(os.environ.get("BENCH_VERIFY_BIG", "100"))
     big_mb = int(os.environ.get("BENCH_VERIFY_BIG_MB", "20"))
     print(f"== verify ({episodes:,} episodes, {big} artifacts of {big_mb} MB + {episodes - big:,} small) ==")
-    with tempfile.TemporaryDirectory(prefix="jobstate-bench-verify-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="jobstate-bench-verify-", ignore_cleanup_errors=True) as tmp:
         start = time.perf_counter()
         repo, arts = make_verify_repo(Path(tmp), episodes, big, big_mb << 20)
         total = sum(a.stat().st_size for a in arts)

@@ -109,6 +109,8 @@ class Revision(Snapshot):
         self.commit = proc.stdout.decode().strip()
         self.label = f"{rev} ({self.commit[:12]})"
         self._reader: subprocess.Popen[bytes] | None = None
+        self._cache: dict[str, bytes] = {}
+        self.files_cache: dict[str, FileEntry] = {}
 
     def files(self) -> dict[str, FileEntry]:
         proc = git_read(self.cwd, "ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, "--", *ROOTS)
@@ -122,9 +124,47 @@ class Revision(Snapshot):
                 continue
             path = raw_path.decode("utf-8", "surrogateescape")
             out[path] = FileEntry(path, int(size), symlink=mode == b"120000", blob=sha.decode())
+        self.files_cache = out
         return out
 
+    def prefetch(self, paths: list[str]) -> None:
+        """Read many small files in one pipelined ``git cat-file --batch`` (a thread feeds the requests)."""
+        import threading  # noqa: PLC0415
+
+        files = self.files_cache
+        wanted = [p for p in paths if p in files and files[p].blob]
+        proc = subprocess.Popen(
+            ["git", "cat-file", "--batch"],
+            cwd=self.cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, **READ_ONLY_ENV},
+        )
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        stdin, stdout = proc.stdin, proc.stdout
+
+        def feed() -> None:
+            for p in wanted:
+                stdin.write(f"{files[p].blob}\n".encode())
+            stdin.close()
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            for p in wanted:
+                header = stdout.readline().split()
+                if len(header) != 3:
+                    raise StateInvalid(f"{p}: object {files[p].blob} is missing from {self.cwd}")
+                self._cache[p] = stdout.read(int(header[2]) + 1)[:-1]
+        finally:
+            feeder.join()
+            proc.wait()
+            stdout.close()
+
     def read(self, path: str) -> bytes:
+        if path in self._cache:
+            return self._cache[path]
         if self._reader is None:
             self._reader = subprocess.Popen(
                 ["git", "cat-file", "--batch"],

@@ -193,6 +193,8 @@ def collect(
     report = Report(source=snap.label)
     problems = report.problems
     files = snap.files()
+    if isinstance(snap, Revision):
+        snap.prefetch([p for p in files if p.endswith(".yaml")])
     if isinstance(snap, WorkTree) and not (snap.root / "state").is_dir():
         raise StateInvalid(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
     by_dir: dict[str, list[str]] = {}
