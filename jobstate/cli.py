@@ -33,7 +33,7 @@ def _print_json(value: object) -> None:
 def _store(args: argparse.Namespace) -> Store:
     from jobstate.store import open_store  # noqa: PLC0415
 
-    return open_store(args.repo, lock_timeout=args.lock_timeout)
+    return open_store(args.repo, lock_timeout=args.lock_timeout, remote=getattr(args, "remote", None))
 
 
 def _period(args: argparse.Namespace, kind: str, tz: str) -> Period:
@@ -287,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--repo", help="state repository (default: $JOBSTATE_REPO or the current directory)")
     common.add_argument("--lock-timeout", type=float, help="seconds to wait for the lock (exit 3 after)")
+    common.add_argument(
+        "--remote", help="state changes must reach this shared git remote (default: remote: in jobstate.yaml)"
+    )
     parser = _Parser(prog="jobstate", description="Durable, idempotent episode IDs for recurring paid jobs.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 

@@ -146,7 +146,12 @@ def commit(
     # command finishes the work tree and the index from this
     _write_marker(store, pending)
     remote = store.remote
-    if remote is not None and not git.push(remote, new, ref):
+    try:
+        pushed = remote is None or git.push(remote, new, ref)
+    except BaseException:
+        (store.private / "pending.json").unlink()
+        raise
+    if not pushed:
         (store.private / "pending.json").unlink()
         return None
     if not git.update_ref(ref, new, parent, "jobstate: " + message.splitlines()[0]):
@@ -189,25 +194,35 @@ def transact(store: Store, decide: Callable[[Catalog], Change[T]]) -> T:
             if not change.files:
                 return change.result
             before: dict[str, bytes | None] = {}
-            for rel, data in change.files.items():
-                target = store.path(rel)
-                before[rel] = target.read_bytes() if target.is_file() else None
-                if data is not None and before[rel] != data:
-                    atomic_write(target, data)
-            if commit(store, cat, change.files, change.message) is not None:
-                return change.result
-            # lost the compare-and-swap: put the work tree back exactly as it was
-            for rel, old in before.items():
-                target = store.path(rel)
-                if old is None:
-                    if target.exists():
-                        target.unlink()
-                        _remove_empty_dirs(store, target.parent)
-                elif target.read_bytes() != old:
-                    atomic_write(target, old)
+            try:
+                for rel, data in change.files.items():
+                    target = store.path(rel)
+                    before[rel] = target.read_bytes() if target.is_file() else None
+                    if data is not None and before[rel] != data:
+                        atomic_write(target, data)
+                if commit(store, cat, change.files, change.message) is not None:
+                    return change.result
+            except BaseException:
+                _restore(store, before)  # refused, unreachable or interrupted: leave nothing half-done
+                raise
+            _restore(store, before)  # lost the compare-and-swap: decide again on the new state
         time.sleep(random.uniform(0, min(2.0, 0.02 * 2**attempt)))  # noqa: S311 - jitter, not secrecy
     where = f"the remote {store.remote}" if store.remote else f"the branch of {store.root}"
     raise ConcurrentUpdate(f"{where} kept moving: gave up after {attempts} attempts; nothing was changed, retry later")
+
+
+def _restore(store: Store, before: Mapping[str, bytes | None]) -> None:
+    """Put files back exactly as they were before a change that did not land."""
+    from jobstate.yamlio import atomic_write  # noqa: PLC0415
+
+    for rel, old in before.items():
+        target = store.path(rel)
+        if old is None:
+            if target.exists():
+                target.unlink()
+                _remove_empty_dirs(store, target.parent)
+        elif not target.is_file() or target.read_bytes() != old:
+            atomic_write(target, old)
 
 
 def sync_remote(store: Store, *, drop_uncommitted: bool = True) -> None:

@@ -416,8 +416,7 @@ class GitRepo:
             err = proc.stderr.decode("utf-8", "replace")
             if "couldn't find remote ref" in err:
                 return None
-            last = err.strip().splitlines()[-1] if err.strip() else str(proc.returncode)
-            raise RemoteUnavailable(f"cannot fetch {branch} from {remote}: {last}; nothing was changed")
+            raise RemoteUnavailable(f"cannot fetch {branch} from {remote}: {_git_error(err)}; nothing was changed")
         return self.resolve_ref(tracking)
 
     def push(self, remote: str, commit: str, ref: str) -> bool:
@@ -426,10 +425,11 @@ class GitRepo:
         if proc.returncode == 0:
             return True
         out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-        if "[rejected]" in out or "non-fast-forward" in out or "fetch first" in out or "cannot lock ref" in out:
+        # another host moved the branch first: decide again on the new tip
+        lost = ("[rejected]", "non-fast-forward", "fetch first", "cannot lock ref", "failed to update ref")
+        if any(marker in out for marker in lost):
             return False
-        last = out.strip().splitlines()[-1] if out.strip() else str(proc.returncode)
-        raise RemoteUnavailable(f"cannot push to {remote}: {last}; nothing was changed")
+        raise RemoteUnavailable(f"cannot push to {remote}: {_git_error(out)}; nothing was changed")
 
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:
@@ -472,6 +472,15 @@ class GitRepo:
             if item:
                 out.append((item[:2].decode(), item[3:].decode("utf-8", "surrogateescape")))
         return out
+
+
+def _git_error(text: str) -> str:
+    """The line of git's output that says what went wrong."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:", "!")):
+            return line
+    return lines[-1] if lines else "no output"
 
 
 def init_repository(path: Path) -> None:

@@ -295,7 +295,9 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
     attempt may have been accepted; StepAlreadyCompleted (exit 0) when done.
     """
     validate_step(step)
-    guard(store, episode_id)  # before any lock, credential or vendor client
+    if store.remote is not None:
+        store.sync()  # the episode may have been allocated on another host
+    guard(store, episode_id)  # before any credential or vendor client
     from jobstate.lock import FileLock  # noqa: PLC0415
 
     step_lock = FileLock(store.private / "steps" / f"{episode_id}.{step}.lock", timeout=0)

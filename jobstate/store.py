@@ -258,6 +258,13 @@ class Store:
             sync_remote(self)
             yield self.catalog()
 
+    def sync(self) -> None:
+        """With a remote: under the lock, bring the branch and work tree to the remote's tip."""
+        from jobstate.commits import sync_remote  # noqa: PLC0415
+
+        with self.locked():
+            sync_remote(self)
+
     def transact(self, decide: Callable[[Catalog], Change[T]]) -> T:
         """Run ``decide`` on the freshest state under the lock and commit what it returns.
 

@@ -20,18 +20,22 @@ raise SystemExit(main(sys.argv[2:]))
 """
 
 
-def run_together(cwd: Path, arglists: list[list[str]], gate: Path, timeout: float = 120) -> list[tuple[int, str, str]]:
-    """Start one process per argument list, open the gate, and collect (code, stdout, stderr)."""
+def run_together(
+    cwd: Path | list[Path], arglists: list[list[str]], gate: Path, timeout: float = 120
+) -> list[tuple[int, str, str]]:
+    """Start one process per argument list (in ``cwd``, or the matching one of a list of
+    directories), open the gate, and collect (code, stdout, stderr)."""
+    cwds = cwd if isinstance(cwd, list) else [cwd] * len(arglists)
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", _GATED, str(gate), *args],
-            cwd=cwd,
+            cwd=where,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=dict(os.environ),
         )
-        for args in arglists
+        for args, where in zip(arglists, cwds, strict=True)
     ]
     time.sleep(0.5)  # let every interpreter finish starting
     gate.write_text("go")

@@ -1,0 +1,196 @@
+"""Several hosts (clones) coordinating through one shared remote, over file:// and git daemon."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobstate.setup_repo import init
+
+from .conftest import git, run_cli, status
+from .procs import parse_json_lines, run_together
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[str]:
+    """``git daemon`` on 127.0.0.1 serving tmp_path (push enabled); yields the base URL."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        ["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", f"--base-path={tmp_path}",
+         "--listen=127.0.0.1", f"--port={port}", str(tmp_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    pytest.skip("git daemon could not start here")
+                time.sleep(0.05)
+        yield f"git://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+def make_hosts(tmp_path: Path, hosts: int, url: str | None = None) -> tuple[Path, list[Path]]:
+    """A bare remote with an initialized state branch, and ``hosts`` clones of it."""
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    store, _ = init(seed, git_init=True)
+    store.close()
+    (seed / "jobstate.yaml").write_text("period: iso-week\nremote: origin\nlock_timeout: 60\n")
+    git(seed, "commit", "-qam", "use the shared remote")
+    git(seed, "push", "-q", str(bare), "main")
+    clones = []
+    for i in range(hosts):
+        clone = tmp_path / f"host{i}"
+        subprocess.run(["git", "clone", "-q", url or str(bare), str(clone)], check=True, capture_output=True)
+        clones.append(clone)
+    return bare, clones
+
+
+def _check_remote(bare: Path, keys: set[str], week: str) -> None:
+    assert git(bare, "rev-list", "--merges", "--count", "main").strip() == "0"
+    listing = git(bare, "ls-tree", "-r", "--name-only", "main", "state").split()
+    ids = sorted(p.split("/")[1] for p in listing if p.endswith("episode.yaml") and f"/{week}-" in p)
+    assert sorted(int(i.rsplit("-", 1)[1]) for i in ids) == list(range(len(keys)))
+    found: dict[str, str] = {}
+    for eid in ids:
+        text = git(bare, "show", f"main:state/{eid}/episode.yaml")
+        key = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("allocation_key"))
+        assert key not in found, f"{key} allocated twice: {found[key]} and {eid}"
+        found[key] = eid
+    assert set(found) == keys
+    proc = run_cli("verify", "--rev", "main", "--strict", cwd=bare)
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("transport", ["file", "daemon"])
+def test_four_hosts_four_processes_each(tmp_path: Path, transport: str, request: pytest.FixtureRequest) -> None:
+    url = f"{request.getfixturevalue('daemon')}/remote.git" if transport == "daemon" else None
+    bare, clones = make_hosts(tmp_path, 4, url)
+    if url is None:
+        for c in clones:
+            git(c, "remote", "set-url", "origin", f"file://{bare}")
+    cwds, args, keys = [], [], []
+    for h, clone in enumerate(clones):
+        for p in range(4):
+            key = f"run:{(h * 4 + p) % 10}"  # 10 keys over 16 processes: new and repeated, across hosts
+            keys.append(key)
+            cwds.append(clone)
+            args.append(["allocate", "--key", key, "--week", "2026-W32", "--json"])
+    answers = parse_json_lines(run_together(cwds, args, tmp_path / "gate", timeout=240))
+    by_key: dict[object, set[object]] = {}
+    for a in answers:
+        by_key.setdefault(a["allocation_key"], set()).add(a["episode_id"])
+    assert all(len(ids) == 1 for ids in by_key.values()), by_key
+    _check_remote(bare, set(keys), "2026-W32")
+    for clone in clones:  # every host reaches the same answers and a clean work tree
+        for key in sorted(set(keys)):
+            again = run_cli("allocate", "--key", key, "--week", "2026-W32", cwd=clone)
+            assert again.stdout.strip() == next(iter(by_key[key])), again.stderr
+        assert status(clone) == ""
+
+
+def test_unreachable_remote_is_exit_3_and_nothing_changes(tmp_path: Path) -> None:
+    _bare, (clone,) = make_hosts(tmp_path, 1)
+    git(clone, "remote", "set-url", "origin", str(tmp_path / "gone.git"))
+    head = git(clone, "rev-parse", "HEAD")
+    proc = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=clone)
+    assert proc.returncode == 3
+    assert "cannot fetch" in proc.stderr
+    assert git(clone, "rev-parse", "HEAD") == head
+    assert status(clone) == ""
+    assert not (clone / "state" / "2026-W32-0").exists()
+
+
+def test_push_refused_by_the_remote_is_exit_3_and_undone(tmp_path: Path) -> None:
+    bare, (clone,) = make_hosts(tmp_path, 1)
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'branch is protected' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    head = git(clone, "rev-parse", "HEAD")
+    proc = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=clone)
+    assert proc.returncode == 3, proc.stderr
+    assert git(clone, "rev-parse", "HEAD") == head
+    assert status(clone) == ""
+
+
+def test_local_commits_not_on_the_remote_are_refused(tmp_path: Path) -> None:
+    _bare, (clone,) = make_hosts(tmp_path, 1)
+    (clone / "notes.txt").write_text("local")
+    git(clone, "add", "notes.txt")
+    git(clone, "commit", "-qm", "not pushed")
+    proc = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=clone)
+    assert proc.returncode == 2
+    assert "not on origin" in proc.stderr
+
+
+def test_paid_step_records_go_through_the_remote(tmp_path: Path) -> None:
+    bare, (one, two) = make_hosts(tmp_path, 2)
+    eid = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=one).stdout.strip()
+    script = "import json, os; open(os.environ['JOBSTATE_RESULT'], 'w').write(json.dumps({'remote_ref': 't-1'}))"
+    proc = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=two)
+    assert proc.returncode == 0, proc.stderr
+    assert "state: completed" in git(bare, "show", f"main:state/{eid}/submissions.yaml")
+    assert run_cli("approve", "--episode", eid, "--by", "ed", cwd=one).returncode == 0
+    assert run_cli("complete", "--episode", eid, cwd=two).returncode == 0
+    assert run_cli("verify", "--rev", "main", "--strict", cwd=bare).returncode == 0
+
+
+def _killing_git(tmp_path: Path, after_push: bool) -> dict[str, str]:
+    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir(exist_ok=True)
+    run_then_kill = f'{real} "$@"; kill -9 $PPID; exit 1' if after_push else "kill -9 $PPID; exit 1"
+    (bindir / "git").write_text(
+        f'#!/bin/sh\nif [ "$1" = push ] && [ -f "$KILL_ARMED" ]; then rm -f "$KILL_ARMED"; {run_then_kill}; fi\n'
+        f'exec {real} "$@"\n'
+    )
+    (bindir / "git").chmod(0o755)
+    armed = tmp_path / "armed"
+    armed.write_text("")
+    return {"PATH": f"{bindir}:{os.environ['PATH']}", "KILL_ARMED": str(armed)}
+
+
+@pytest.mark.parametrize("after_push", [False, True])
+def test_host_killed_mid_push_loses_and_duplicates_nothing(tmp_path: Path, after_push: bool) -> None:
+    bare, (one, two) = make_hosts(tmp_path, 2)
+    env = {**os.environ, **_killing_git(tmp_path, after_push)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", "allocate", "--key", "victim", "--week", "2026-W32"],
+        cwd=one, env=env, capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL
+    pushed = "state/2026-W32-0/episode.yaml" in git(bare, "ls-tree", "-r", "--name-only", "main")
+    assert pushed is after_push
+    # the other host allocates meanwhile; then the killed host retries its key
+    other = run_cli("allocate", "--key", "other", "--week", "2026-W32", cwd=two).stdout.strip()
+    victim = run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=one)
+    assert victim.returncode == 0, victim.stderr
+    assert victim.stdout.strip() == ("2026-W32-0" if after_push else "2026-W32-1")
+    assert other == ("2026-W32-1" if after_push else "2026-W32-0")
+    assert run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=two).stdout == victim.stdout
+    _check_remote(bare, {"victim", "other"}, "2026-W32")
+    assert status(one) == ""
+    assert status(two) == ""
