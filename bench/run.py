@@ -234,7 +234,71 @@ def bench_verify() -> None:
         print(f"whole verify, work tree: {full:.1f} s; --rev HEAD from Git objects: {rev:.1f} s")
 
 
-SECTIONS: dict[str, Callable[[], None]] = {"allocate": bench_allocate, "verify": bench_verify}
+_REMOTE_WORKER = """
+import sys
+from pathlib import Path
+from jobstate.allocation import allocate
+from jobstate.periods import parse_period
+from jobstate.store import Store
+repo, tag, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+week = parse_period("2026-W32")
+with Store(repo, lock_timeout=600, remote=sys.argv[4] or None) as store:
+    for i in range(count):
+        allocate(store, f"{tag}:{i}", week)
+"""
+
+
+def bench_remote() -> None:
+    from jobstate.setup_repo import init
+
+    calls = int(os.environ.get("BENCH_REMOTE_CALLS", "15"))
+    print(f"== allocate through a shared remote (file://; each clone a process making {calls} new allocations) ==")
+    with tempfile.TemporaryDirectory(prefix="jobstate-bench-remote-", ignore_cleanup_errors=True) as tmp:
+        root = Path(tmp)
+        bare = root / "remote.git"
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+        seed = root / "seed"
+        seed.mkdir()
+        store, _ = init(seed, git_init=True)
+        store.close()
+        git(seed, "push", "-q", str(bare), "HEAD:main")
+        clones = []
+        for i in range(8):
+            clone = root / f"host{i}"
+            subprocess.run(["git", "clone", "-q", f"file://{bare}", str(clone)], check=True, capture_output=True)
+            git(clone, "config", "gc.auto", "0")
+            clones.append(clone)
+        env = {**os.environ, "JOBSTATE_ATTEMPTS": "200"}
+
+        def run(hosts: list[Path], remote: str, tag: str) -> float:
+            start = time.perf_counter()
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, "-c", _REMOTE_WORKER, str(h), f"{tag}{n}", str(calls), remote], env=env
+                )
+                for n, h in enumerate(hosts)
+            ]
+            for p in procs:
+                if p.wait() != 0:
+                    raise SystemExit(f"bench: a remote worker failed with {p.returncode}")
+            return time.perf_counter() - start
+
+        local = run([seed], "", "local")
+        print(f"{'clones':>7} {'allocations/s':>14} {'ms per allocation':>18}")
+        print(f"{'local':>7} {calls / local:>14.1f} {local / calls * 1e3:>18.1f}   (one process, no remote: baseline)")
+        for n in (1, 4, 8):
+            took = run(clones[:n], "origin", f"r{n}-")
+            total = n * calls
+            print(f"{n:>7} {total / took:>14.1f} {took / total * 1e3:>18.1f}")
+        merges = git(bare, "rev-list", "--merges", "--count", "main").strip()
+        print(f"remote history: {git(bare, 'rev-list', '--count', 'main').strip()} commits, {merges} merges")
+
+
+SECTIONS: dict[str, Callable[[], None]] = {
+    "allocate": bench_allocate,
+    "verify": bench_verify,
+    "remote": bench_remote,
+}
 
 
 def main(argv: list[str]) -> int:
