@@ -89,20 +89,32 @@ def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, byte
             os.replace(store.path(old), store.path(new))
     if not pending.materialize:
         return
-    from jobstate.yamlio import atomic_write  # noqa: PLC0415
-
     missing = [p for p in pending.materialize if p not in contents]
-    in_commit = {path: sha for _mode, sha, path in store.git.ls_tree(pending.commit, *missing)} if missing else {}
+    if not missing:
+        for rel in pending.materialize:
+            _put(store, rel, contents[rel])
+        return
+    in_commit = {path: sha for _mode, sha, path in store.git.ls_tree(pending.commit, *missing)}
     with store.git.object_reader() as read:
         for rel in pending.materialize:
-            target = store.path(rel)
-            data = contents[rel] if rel in contents else (read(in_commit[rel])[1] if rel in in_commit else None)
-            if data is None:
-                if target.exists():
-                    target.unlink()
-                    _remove_empty_dirs(store, target.parent)
-            elif not target.exists() or target.read_bytes() != data:
-                atomic_write(target, data)
+            _put(
+                store,
+                rel,
+                contents[rel] if rel in contents else (read(in_commit[rel])[1] if rel in in_commit else None),
+            )
+
+
+def _put(store: Store, rel: str, data: bytes | None) -> None:
+    """Make the work-tree file ``rel`` hold ``data`` (None: not exist), writing only when it differs."""
+    from jobstate.yamlio import atomic_write  # noqa: PLC0415
+
+    target = store.path(rel)
+    if data is None:
+        if target.exists():
+            target.unlink()
+            _remove_empty_dirs(store, target.parent)
+    elif not target.is_file() or target.read_bytes() != data:
+        atomic_write(target, data)
 
 
 def _remove_empty_dirs(store: Store, directory: os.PathLike[str]) -> None:
@@ -185,8 +197,6 @@ def commit(
 
 def transact(store: Store, decide: Callable[[Catalog], Change[T]]) -> T:
     """Decide on the freshest state under the lock, write, commit; on a lost race, undo and decide again."""
-    from jobstate.yamlio import atomic_write  # noqa: PLC0415
-
     attempts = int(os.environ.get("JOBSTATE_ATTEMPTS", ATTEMPTS))
     for attempt in range(attempts):
         with store.mutation() as cat:
@@ -198,8 +208,7 @@ def transact(store: Store, decide: Callable[[Catalog], Change[T]]) -> T:
                 for rel, data in change.files.items():
                     target = store.path(rel)
                     before[rel] = target.read_bytes() if target.is_file() else None
-                    if data is not None and before[rel] != data:
-                        atomic_write(target, data)
+                    _put(store, rel, data)
                 if commit(store, cat, change.files, change.message) is not None:
                     return change.result
             except BaseException:
@@ -213,16 +222,8 @@ def transact(store: Store, decide: Callable[[Catalog], Change[T]]) -> T:
 
 def _restore(store: Store, before: Mapping[str, bytes | None]) -> None:
     """Put files back exactly as they were before a change that did not land."""
-    from jobstate.yamlio import atomic_write  # noqa: PLC0415
-
     for rel, old in before.items():
-        target = store.path(rel)
-        if old is None:
-            if target.exists():
-                target.unlink()
-                _remove_empty_dirs(store, target.parent)
-        elif not target.is_file() or target.read_bytes() != old:
-            atomic_write(target, old)
+        _put(store, rel, old)
 
 
 def sync_remote(store: Store, *, drop_uncommitted: bool = True) -> None:

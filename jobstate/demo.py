@@ -84,107 +84,28 @@ def pipeline_demo(repo: Path) -> None:
         _section(f"weekly media pipeline against the vendor simulator at {vendor.url}")
         episode = _run(repo, "allocate", "--key", "weekly-episode:2026-08-14", "--date", "2026-08-14").stdout.strip()
 
+        def paid(name: str, artifact: str, *extra: str, check: bool = True) -> None:
+            command = [*step, "--kind", name, "--artifact", artifact, *extra]
+            _run(repo, "run", "--episode", episode, "--step", name, "--", *command, check=check)
+
         _section("generate: the vendor accepts, then the connection drops before it answers")
         arm_fault_remote(vendor.url, "drop_after_accept")
-        _run(
-            repo,
-            "run",
-            "--episode",
-            episode,
-            "--step",
-            "generate",
-            "--",
-            *step,
-            "--kind",
-            "generate",
-            "--artifact",
-            "final.txt",
-            check=False,
-        )
+        paid("generate", "final.txt", check=False)
         _section("a retry refuses to resubmit: nobody knows whether the vendor accepted (exit 6)")
-        _run(
-            repo,
-            "run",
-            "--episode",
-            episode,
-            "--step",
-            "generate",
-            "--",
-            *step,
-            "--kind",
-            "generate",
-            "--artifact",
-            "final.txt",
-            check=False,
-        )
+        paid("generate", "final.txt", check=False)
         charged = ledger(vendor.url)["charges"]
         assert isinstance(charged, list)
         task = str(charged[-1]["task_id"])
         print(f"  the vendor's own ledger shows {task} charged for this episode's idempotency key")
-        _run(
-            repo,
-            "resolve",
-            "--episode",
-            episode,
-            "--step",
-            "generate",
-            "--accepted",
-            task,
-            "--by",
-            "ops-oncall",
-            "--reason",
-            f"vendor ledger lists {task} for our idempotency key",
-        )
+        _run(repo, "resolve", "--episode", episode, "--step", "generate", "--accepted", task,
+             "--by", "ops-oncall", "--reason", f"vendor ledger lists {task} for our idempotency key")  # fmt: skip
         _section("generate again: resumes the saved remote task, no second submission")
-        _run(
-            repo,
-            "run",
-            "--episode",
-            episode,
-            "--step",
-            "generate",
-            "--",
-            *step,
-            "--kind",
-            "generate",
-            "--artifact",
-            "final.txt",
-        )
+        paid("generate", "final.txt")
 
         _section("review: the editor rejects, the episode is reworked and reassembled")
         _run(repo, "approve", "--episode", episode, "--by", "editor", "--reject", "--reason", "intro too long")
-        _run(
-            repo,
-            "run",
-            "--episode",
-            episode,
-            "--step",
-            "rework",
-            "--",
-            *step,
-            "--kind",
-            "rework",
-            "--price",
-            "3.10",
-            "--artifact",
-            "rework.txt",
-        )
-        _run(
-            repo,
-            "run",
-            "--episode",
-            episode,
-            "--step",
-            "reassemble",
-            "--",
-            *step,
-            "--kind",
-            "reassemble",
-            "--price",
-            "0.85",
-            "--artifact",
-            "final-v2.txt",
-        )
+        paid("rework", "rework.txt", "--price", "3.10")
+        paid("reassemble", "final-v2.txt", "--price", "0.85")
         _run(repo, "approve", "--episode", episode, "--by", "editor")
         _run(repo, "complete", "--episode", episode)
 
@@ -212,6 +133,9 @@ def pipeline_demo(repo: Path) -> None:
         print(f"  total: jobstate {totals(ours)}, vendor {theirs['totals']}, vendor charges: {len(rows)}")
         if totals(ours) != theirs["totals"] or len(rows) != len(ours):
             raise SystemExit("demo: the ledger and the vendor's charges disagree")
+    _section("verify: read-only, from the work tree and from Git objects")
+    _run(repo, "verify", "--strict")
+    _run(repo, "verify", "--rev", "HEAD", "--strict")
 
 
 def main(argv: list[str] | None = None) -> int:

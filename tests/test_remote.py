@@ -30,9 +30,19 @@ def daemon(tmp_path: Path) -> Iterator[str]:
     """``git daemon`` on 127.0.0.1 serving tmp_path (push enabled); yields the base URL."""
     port = _free_port()
     proc = subprocess.Popen(
-        ["git", "daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", f"--base-path={tmp_path}",
-         "--listen=127.0.0.1", f"--port={port}", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--enable=receive-pack",
+            f"--base-path={tmp_path}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 10
@@ -179,7 +189,11 @@ def test_host_killed_mid_push_loses_and_duplicates_nothing(tmp_path: Path, after
     env = {**os.environ, **_killing_git(tmp_path, after_push)}
     proc = subprocess.run(
         [sys.executable, "-m", "jobstate", "allocate", "--key", "victim", "--week", "2026-W32"],
-        cwd=one, env=env, capture_output=True, text=True, check=False,
+        cwd=one,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == -signal.SIGKILL
     pushed = "state/2026-W32-0/episode.yaml" in git(bare, "ls-tree", "-r", "--name-only", "main")
