@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from jobstate.errors import AllocationConflict, UsageError
+from jobstate.errors import AllocationConflict, StateInvalid, UsageError
 from jobstate.gitrepo import blob_sha
 from jobstate.periods import Period, format_episode_id, next_sequence
 from jobstate.records import Episode, validate_key
@@ -131,6 +131,12 @@ def _decide(store: Store, cat: Catalog, key: str, period: Period) -> Change[Allo
         allocation_key=key,
         allocated_at=_now_text(store),
     )
+    if store.path(episode.directory).exists():
+        # never write over an episode the catalog does not know: the state needs a look first
+        raise StateInvalid(
+            f"{episode.directory} exists but is not a known episode of {period.id}; "
+            "run jobstate verify and fix the state before allocating"
+        )
     from jobstate.yamlio import dumps  # noqa: PLC0415
 
     message = f"allocate {episode.episode_id} for key {key!r}" + (f"\n\n{note}" if note else "")

@@ -12,6 +12,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobstate.errors import StateInvalid
+
 VERSION = "1"
 
 _SCHEMA = """
@@ -47,7 +49,12 @@ class Catalog:
         """Open for writing, creating it (or recreating it when unreadable)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(2):
-            conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+            try:
+                conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+            except sqlite3.Error as exc:
+                raise StateInvalid(
+                    f"{path}: cannot open the catalog ({exc}); it is derived data: remove it and retry"
+                ) from None
             try:
                 conn.execute("PRAGMA synchronous=OFF")
                 conn.executescript(_SCHEMA)
@@ -55,11 +62,16 @@ class Catalog:
                     raise sqlite3.DatabaseError("other version")
                 conn.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (VERSION,))
                 return cls(conn)
-            except sqlite3.DatabaseError:
+            except sqlite3.Error as exc:
                 # derived data: a damaged or foreign catalog is dropped and rebuilt
                 conn.close()
-                path.unlink(missing_ok=True)
-        raise sqlite3.DatabaseError(f"cannot create {path}")
+                try:
+                    path.unlink(missing_ok=True)
+                except OSError:
+                    raise StateInvalid(
+                        f"{path}: cannot use the catalog ({exc}); it is derived data: remove it and retry"
+                    ) from None
+        raise StateInvalid(f"{path}: cannot create the catalog; it is derived data: remove it and retry")
 
     @classmethod
     def open_readonly(cls, path: Path) -> Catalog | None:

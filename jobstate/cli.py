@@ -55,7 +55,10 @@ def _period(args: argparse.Namespace, kind: str, tz: str) -> Period:
     except ValueError:
         raise UsageError(f"invalid time {args.at!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
     zone = ZoneInfo(tz)
-    local = moment.replace(tzinfo=zone) if moment.tzinfo is None else moment.astimezone(zone)
+    try:
+        local = moment.replace(tzinfo=zone) if moment.tzinfo is None else moment.astimezone(zone)
+    except OverflowError:
+        raise UsageError(f"time {args.at!r} falls outside the calendar in timezone {tz}") from None
     return periods.period_of(local.date(), kind)
 
 
@@ -194,13 +197,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise UsageError(f"{result}: 'artifacts' must be a list of paths")
         for path in reported:
             step.artifact(str(path))
-        if proc.returncode != 0:
+        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
+        if code != 0:
             state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
             if step.remote_ref is None and report.get("submitted") is not False:
                 state = "unknown: the next run refuses until it is resolved"
-            raise CommandFailed(
-                f"{command[0]} exited with {proc.returncode}; step {args.step} is {state}", proc.returncode
-            )
+            raise CommandFailed(f"{command[0]} exited with {code}; step {args.step} is {state}", code)
     return 0
 
 

@@ -73,12 +73,54 @@ def finish_pending(store: Store) -> None:
         marker.unlink()
         return
     head = store.git.head_commit()
-    if head is None or not store.git.is_ancestor(pending.commit, head):
-        marker.unlink()  # the commit never landed here: the work tree was not changed for it
+    if head is not None and store.git.is_ancestor(pending.commit, head):
+        update_work_tree(store, pending, {})
+        index_after_commit(store, pending.paths)
+    # else the commit never landed here, and the work tree was not changed for it
+    marker.unlink()
+    if (store.private / "index-pending.json").exists():
+        index_after_commit(store, [])
+
+
+def index_after_commit(store: Store, paths: list[str]) -> None:
+    """Update the user's index for ``paths`` (and any earlier deferred ones), or defer it.
+
+    Deferred paths accumulate in ``.jobstate/index-pending.json`` until a later
+    command can take ``index.lock``; a path git refuses to index is reported and
+    dropped, so a bad path can never wedge the store.
+    """
+    from jobstate.errors import JobstateError  # noqa: PLC0415
+
+    deferred = store.private / "index-pending.json"
+    try:
+        earlier = json.loads(deferred.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        earlier = []
+    todo = sorted(set(paths) | {str(p) for p in earlier if isinstance(p, str)})
+    if not todo:
+        deferred.unlink(missing_ok=True)
         return
-    update_work_tree(store, pending, {})
-    if store.git.sync_index(pending.paths):
-        marker.unlink()
+    try:
+        done = store.git.sync_index(todo, store.private / "index-lock.json")
+    except JobstateError as exc:
+        deferred.unlink(missing_ok=True)
+        print(
+            f"jobstate: warning: the index was not updated ({exc}); the commit is complete: "
+            "run git reset -q to refresh the index",
+            file=sys.stderr,
+        )
+        return
+    if done:
+        deferred.unlink(missing_ok=True)
+        return
+    tmp = deferred.with_suffix(".tmp")
+    tmp.write_text(json.dumps(todo), encoding="utf-8")
+    os.replace(tmp, deferred)
+    print(
+        f"jobstate: warning: {store.git.git_dir / 'index.lock'} is held by another git command, so the "
+        "index was not updated; the next jobstate command will update it",
+        file=sys.stderr,
+    )
 
 
 def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, bytes | None]) -> None:
@@ -183,15 +225,9 @@ def commit(
                 remove.append(path)
             else:
                 add.extend(store.rows_from_blobs([(blob_sha(data), path)]))
-        cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime())
-    if git.sync_index(pending.paths):
-        (store.private / "pending.json").unlink()
-    else:
-        print(
-            f"jobstate: warning: {git.git_dir / 'index.lock'} exists, so the index was not "
-            "updated; the next jobstate command will update it",
-            file=sys.stderr,
-        )
+        cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
+    index_after_commit(store, pending.paths)
+    (store.private / "pending.json").unlink()
     return new
 
 
@@ -269,8 +305,8 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True) -> None:
         (store.private / "pending.json").unlink()
         raise ConcurrentUpdate(f"{ref} moved locally while jobstate fast-forwarded it to {remote}; retry")
     update_work_tree(store, pending, {})
-    if git.sync_index(pending.paths):
-        (store.private / "pending.json").unlink()
+    index_after_commit(store, pending.paths)
+    (store.private / "pending.json").unlink()
 
 
 def _drop_uncommitted(store: Store, directory: str) -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 import zlib
@@ -375,28 +377,44 @@ class GitRepo:
         return self.run("merge-base", "--is-ancestor", commit, of, check=False).returncode == 0
 
     # -------------------------------------------------------------------- index
-    def sync_index(self, paths: Iterable[str]) -> bool:
+    def sync_index(self, paths: Iterable[str], proof: Path) -> bool:
         """Bring the user's index up to date for ``paths`` after a commit.
 
-        A private copy of the index is updated and renamed over ``.git/index``:
-        jobstate never takes ``.git/index.lock``, so a kill here cannot wedge
-        the repository. Returns False (and changes nothing) while another git
-        command holds ``index.lock``: it would overwrite our update anyway.
+        Git's own protocol: ``index.lock`` is created exclusively, so no other git
+        command writes the index meanwhile; a private copy is updated and renamed
+        over ``.git/index``; the lock is removed. ``proof`` records which lock file
+        we created (inode, pid, host): a lock left by a killed jobstate is removed by
+        the next one, under the jobstate lock, only when that proof matches and the
+        process is gone. Returns False (changing nothing) while another git command
+        holds ``index.lock``.
         """
-        index = self.git_dir / "index"
-        if (self.git_dir / "index.lock").exists():
+        lock = self.git_dir / "index.lock"
+        _clear_own_stale_lock(lock, proof)
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
             return False
-        tmp = self.git_dir / "jobstate-index"
-        # ours by name; a leftover means a killed jobstate, and we hold the jobstate lock
-        tmp.unlink(missing_ok=True)
-        (self.git_dir / "jobstate-index.lock").unlink(missing_ok=True)
-        env = {"GIT_INDEX_FILE": str(tmp)}
-        if index.exists():
-            shutil.copyfile(index, tmp)
-        else:
-            self.run("read-tree", "HEAD", env=env)
-        self.run("update-index", "--add", "--remove", "--", *paths, env=env)
-        os.replace(tmp, index)
+        try:
+            st = os.fstat(fd)
+            proof.write_text(
+                json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "ino": st.st_ino, "dev": st.st_dev}),
+                encoding="utf-8",
+            )
+            tmp = self.git_dir / "jobstate-index"
+            tmp.unlink(missing_ok=True)  # ours by name: a leftover of a killed jobstate
+            (self.git_dir / "jobstate-index.lock").unlink(missing_ok=True)
+            env = {"GIT_INDEX_FILE": str(tmp)}
+            index = self.git_dir / "index"
+            if index.exists():
+                shutil.copyfile(index, tmp)
+            else:
+                self.run("read-tree", "HEAD", env=env)
+            self.run("update-index", "--add", "--remove", "--", *paths, env=env)
+            os.replace(tmp, index)
+        finally:
+            os.close(fd)
+            lock.unlink(missing_ok=True)
+            proof.unlink(missing_ok=True)
         return True
 
     # ------------------------------------------------------------------ remotes
@@ -472,6 +490,43 @@ class GitRepo:
             if item:
                 out.append((item[:2].decode(), item[3:].decode("utf-8", "surrogateescape")))
         return out
+
+
+def _clear_own_stale_lock(lock: Path, proof: Path) -> None:
+    """Remove ``index.lock`` only if our proof says a jobstate process, now dead, created it."""
+    try:
+        data = json.loads(proof.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return
+    except ValueError:
+        data = {}
+    try:
+        st = lock.stat()
+    except FileNotFoundError:
+        proof.unlink(missing_ok=True)
+        return
+    ours = (
+        isinstance(data, dict)
+        and data.get("ino") == st.st_ino
+        and data.get("dev") == st.st_dev
+        and data.get("host") == socket.gethostname()
+        and not _alive(int(data.get("pid", 0)))
+    )
+    if ours:
+        lock.unlink(missing_ok=True)
+        proof.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _git_error(text: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import reprlib
 from decimal import Decimal, InvalidOperation
 from pathlib import PurePosixPath
 from typing import Any
@@ -22,7 +23,7 @@ def validate_step(step: object) -> str:
     """A step name: lower-case letters, digits, ``-`` and ``_``; at most 40 characters."""
     if not isinstance(step, str) or not _STEP.fullmatch(step):
         raise UsageError(
-            f"invalid step name {str(step)[:50]!r}: use lower-case letters, digits, - and _ (e.g. generate)"
+            f"invalid step name {reprlib.repr(step)}: use lower-case letters, digits, - and _ (e.g. generate)"
         )
     return step
 
@@ -46,19 +47,21 @@ def validate_currency(currency: object) -> str:
 def validate_remote_ref(ref: object) -> str:
     """A vendor's task reference: 1 to 200 printable characters."""
     if not isinstance(ref, str) or not ref or len(ref) > MAX_REF or not ref.isprintable():
-        raise UsageError(f"invalid remote task reference {str(ref)[:50]!r}: 1 to {MAX_REF} printable characters")
+        raise UsageError(f"invalid remote task reference {reprlib.repr(ref)}: 1 to {MAX_REF} printable characters")
     return ref
 
 
 def validate_artifact_path(path: object) -> str:
     """A relative path inside the episode directory, in POSIX form; no ``..``, no absolute path."""
     if not isinstance(path, str) or not path or "\\" in path or "\0" in path or not path.isprintable():
-        raise UsageError(f"invalid artifact path {str(path)[:80]!r}: give a relative path inside the episode directory")
+        raise UsageError(
+            f"invalid artifact path {reprlib.repr(path)}: give a relative path inside the episode directory"
+        )
     pure = PurePosixPath(path)
     if pure.is_absolute() or any(part in ("..", ".", "") for part in path.split("/")):
         raise UsageError(f"artifact path {path!r} leaves the episode directory (no absolute paths, '.' or '..')")
-    if pure.parts[0].startswith(".") or (pure.name in RECORD_FILES and len(pure.parts) == 1):
-        raise UsageError(f"artifact path {path!r} names a jobstate record or a hidden file")
+    if any(part.startswith(".") for part in pure.parts) or (pure.name in RECORD_FILES and len(pure.parts) == 1):
+        raise UsageError(f"artifact path {path!r} names a jobstate record or a hidden file or directory (.git, ...)")
     return path
 
 
@@ -75,7 +78,7 @@ def totals(entries: list[dict[str, Any]]) -> dict[str, str]:
         try:
             sums[entry["currency"]] = sums.get(entry["currency"], Decimal(0)) + Decimal(entry["amount"])
         except (KeyError, TypeError, InvalidOperation):
-            raise StateInvalid(f"cost entry {entry!r:.80} is malformed") from None
+            raise StateInvalid(f"cost entry {reprlib.repr(entry)} is malformed") from None
     return {currency: format(total, "f") for currency, total in sorted(sums.items())}
 
 

@@ -10,7 +10,6 @@ A step whose intent was committed but whose acceptance was never recorded is
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -256,11 +255,14 @@ class PaidStep:
     def artifact(self, path: str) -> dict[str, Any]:
         """Record (sha256 and size) and commit a file the step wrote inside the episode directory."""
         rel = validate_artifact_path(path)
-        base = self.directory.resolve()
-        target = (self.directory / rel).resolve()
-        if not target.is_relative_to(base):
-            raise UsageError(f"artifact {rel!r} resolves outside the episode directory (a symlink?)")
-        if os.path.islink(self.directory / rel) or not target.is_file():
+        # no symlink anywhere on the way: not out of the directory, not even inside it
+        here = self.directory
+        for part in rel.split("/"):
+            here = here / part
+            if here.is_symlink():
+                raise UsageError(f"artifact {rel!r} goes through a symlink ({part}); artifacts must be regular files")
+        target = self.directory / rel
+        if not target.is_file():
             raise UsageError(f"artifact {rel!r} is not a regular file in {self.episode.directory}")
         digest, size = sha256_file(target)
         eid = self.episode.episode_id

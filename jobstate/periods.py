@@ -6,6 +6,7 @@ Pure functions: no clock, no filesystem.
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass
 from datetime import date
 
@@ -103,7 +104,7 @@ def format_episode_id(period: Period, sequence: int) -> str:
 def parse_episode_id(text: object) -> tuple[Period, int]:
     """Split a canonical episode ID into its period and sequence, or raise UsageError."""
     if not isinstance(text, str) or len(text) > MAX_ID_LENGTH or not text.isascii():
-        raise UsageError(f"invalid episode ID {str(text)[:40]!r}: expected <period>-<sequence>, e.g. 2026-W32-0")
+        raise UsageError(f"invalid episode ID {reprlib.repr(text)}: expected <period>-<sequence>, e.g. 2026-W32-0")
     m = _EPISODE.fullmatch(text)
     if m is None or _kind_of(m[1]) is None:
         raise UsageError(f"invalid episode ID {text!r}: expected <period>-<sequence>, e.g. 2026-W32-0")

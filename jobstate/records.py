@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,8 +31,13 @@ def validate_key(key: object) -> str:
     if len(key) > MAX_KEY_LENGTH:
         raise UsageError(f"invalid allocation key: {len(key)} characters, at most {MAX_KEY_LENGTH} allowed")
     for ch in key:
-        if unicodedata.category(ch) in ("Cc", "Cs"):
-            raise UsageError(f"invalid allocation key {key[:40]!r}: control character U+{ord(ch):04X} is not allowed")
+        category = unicodedata.category(ch)
+        if category == "Cs":
+            raise UsageError("invalid allocation key: it is not valid UTF-8 text")
+        if category in ("Cc", "Cf", "Zl", "Zp"):
+            raise UsageError(
+                f"invalid allocation key {key[:40]!r}: control or format character U+{ord(ch):04X} is not allowed"
+            )
     return key
 
 
@@ -85,7 +91,7 @@ class Episode:
 def _require(data: dict[str, Any], name: str, kind: type, source: str) -> Any:
     value = data.get(name)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise StateInvalid(f"{source}: field {name!r} must be a {kind.__name__}, found {value!r:.60}")
+        raise StateInvalid(f"{source}: field {name!r} must be a {kind.__name__}, found {reprlib.repr(value)}")
     return value
 
 

@@ -7,6 +7,7 @@ with HEAD, and only then does the caller read, decide and commit.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -135,13 +136,14 @@ class Store:
     def lock_timeout(self) -> float:
         """Seconds to wait for the lock: argument, then JOBSTATE_LOCK_TIMEOUT, then jobstate.yaml."""
         if self._lock_timeout is not None:
-            return self._lock_timeout
+            return _checked_timeout(self._lock_timeout, "--lock-timeout")
         env = os.environ.get("JOBSTATE_LOCK_TIMEOUT")
         if env:
             try:
-                return float(env)
+                value = float(env)
             except ValueError:
                 raise UsageError(f"JOBSTATE_LOCK_TIMEOUT={env!r} is not a number of seconds") from None
+            return _checked_timeout(value, "JOBSTATE_LOCK_TIMEOUT")
         return self.config.lock_timeout
 
     @property
@@ -281,8 +283,9 @@ class Store:
             return self._remote or None
         return os.environ.get("JOBSTATE_REMOTE") or self.config.remote
 
-    def state_mtime(self) -> str:
-        return str((self.root / STATE).stat().st_mtime_ns)
+    def state_mtime(self, head: str | None) -> str:
+        """state/'s mtime, valid only for the commit it was seen with (a reset changes what is committed)."""
+        return f"{head or ''}:{(self.root / STATE).stat().st_mtime_ns}"
 
     def uncommitted_episodes(self, cat: Catalog) -> list[Episode]:
         """Episodes written to state/ but never committed (a killed allocate); call under the lock.
@@ -293,7 +296,7 @@ class Store:
         from jobstate.records import episode_from_yaml_dict  # noqa: PLC0415
         from jobstate.yamlio import load_file  # noqa: PLC0415
 
-        if cat.meta("state_mtime") == self.state_mtime():
+        if cat.meta("state_mtime") == self.state_mtime(cat.meta("head")):
             return []
         known = cat.state_ids()
         present = set()
@@ -325,7 +328,7 @@ class Store:
                 f"git checkout -- {STATE}/{gone[0]}"
             )
         if not found:
-            cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=self.state_mtime())
+            cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=self.state_mtime(cat.meta("head")))
         return found
 
     def check_clean(self, row: Row) -> bytes:
@@ -384,6 +387,12 @@ class Store:
                 out.append(ep)
         out.sort(key=lambda e: (e.period_id, e.sequence))
         return out
+
+
+def _checked_timeout(value: float, name: str) -> float:
+    if not math.isfinite(value) or not 0 <= value <= 86400:
+        raise UsageError(f"{name} {value} is not a number of seconds between 0 and 86400")
+    return value
 
 
 def open_store(path: str | os.PathLike[str] | None = None, **kwargs: object) -> Store:

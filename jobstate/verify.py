@@ -7,6 +7,7 @@ Git objects only, so it works on a pull request head and in a bare clone.
 
 from __future__ import annotations
 
+import reprlib
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -131,7 +132,7 @@ def _artifact_map(value: Any, path: str, problems: list[Problem]) -> dict[str, t
         elif isinstance(record, dict) and isinstance(record.get("sha256"), str) and isinstance(record.get("size"), int):
             out[str(name)] = (record["sha256"], record["size"])
         else:
-            problems.append(Problem(path, f"artifact {name!r}: expected sha256 and size, found {record!r:.60}"))
+            problems.append(Problem(path, f"artifact {name!r}: expected sha256 and size, found {reprlib.repr(record)}"))
     return out
 
 
@@ -156,7 +157,9 @@ def _cost_tuples(
                 check_cost_entry(entry, path)
             out.append((str(entry["step"]), str(entry["amount"]), str(entry["currency"]), entry.get("remote_ref")))
         except (StateInvalid, KeyError, InvalidOperation, TypeError) as exc:
-            problems.append(Problem(path, f"malformed cost entry {entry!r:.80}: {str(exc).removeprefix(path + ': ')}"))
+            problems.append(
+                Problem(path, f"malformed cost entry {reprlib.repr(entry)}: {str(exc).removeprefix(path + ': ')}")
+            )
     return out
 
 

@@ -16,8 +16,20 @@ _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def loads(data: bytes | str, source: str) -> Any:
-    """Parse YAML with the safe loader only; any error names ``source`` (exit 7)."""
+    """Parse YAML with the safe loader only; any error names ``source`` (exit 7).
+
+    Aliases are refused: state files never need them, and nested aliases can
+    expand a small file into an enormous value (a "billion laughs").
+    """
     try:
+        if ("&" in data) if isinstance(data, str) else (b"&" in data):
+            for event in yaml.parse(data, Loader=_Loader):
+                if isinstance(event, yaml.AliasEvent):
+                    mark = event.start_mark
+                    raise StateInvalid(
+                        f"{source}: YAML alias *{event.anchor} (line {mark.line + 1 if mark else '?'}): "
+                        "aliases are not allowed in state files; write the value out"
+                    )
         return yaml.load(data, Loader=_Loader)  # noqa: S506 - a safe loader class
     except yaml.YAMLError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

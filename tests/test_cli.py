@@ -70,7 +70,7 @@ def test_at_uses_configured_timezone(repo: Path) -> None:
         (["allocate", "--key", "a", "--week", "2026-W00"], 2, "no week 00"),
         (["allocate", "--key", "a", "--date", "2026-02-30"], 2, "no such calendar date"),
         (["allocate", "--key", "x" * 513, "--date", "2026-08-07"], 2, "at most 512"),
-        (["allocate", "--key", "a\x01", "--date", "2026-08-07"], 2, "control character"),
+        (["allocate", "--key", "a\x01", "--date", "2026-08-07"], 2, "control or format character"),
         (["allocate", "--key", "a"], 2, "one of the arguments"),
         (["allocate", "--date", "2026-08-07"], 2, "--key"),
         (["allocate", "--key", "a", "--date", "2026-08-07", "--week", "2026-W32"], 2, "not allowed with"),

@@ -121,5 +121,9 @@ def test_kill_inside_the_index_update_leaves_nothing_that_wedges(repo: Path, tmp
     )
     assert proc.returncode == -signal.SIGKILL
     assert (repo / ".git" / "jobstate-index.lock").exists()
+    # jobstate held git's own index.lock when it was killed: the proof it left lets the next one clear it
+    assert (repo / ".git" / "index.lock").exists()
+    assert (repo / ".jobstate" / "index-lock.json").exists()
     assert run_cli("allocate", "--key", "next", "--week", "2026-W32", cwd=repo).stdout == "2026-W32-1\n"
+    assert not (repo / ".git" / "index.lock").exists()
     _assert_consistent(repo, ["victim", "next"], "2026-W32")
