@@ -61,7 +61,14 @@ def _legacy_weeks(store: Store) -> tuple[list[str], list[str]]:
 
 
 def _header(week: str, new_id: str, original: dict[str, Any], migrated_at: str, *, history: bool) -> dict[str, Any]:
-    completed = history or original.get("completed_at") is not None
+    migration = {"from_id": week, "migrated_at": migrated_at, "tool": f"jobstate {__version__}"}
+    if history:
+        # a history file names the episode it completes and where it came from, nothing more:
+        # the header stays small, so git still sees the move as a rename
+        return {
+            k: v for k, v in {"schema": 1, "episode_id": new_id, "migration": migration}.items() if k not in original
+        }
+    completed = original.get("completed_at") is not None
     added: dict[str, Any] = {
         "schema": 1,
         "episode_id": new_id,
@@ -71,14 +78,14 @@ def _header(week: str, new_id: str, original: dict[str, Any], migrated_at: str, 
         "allocation_key": f"legacy:{week}",
         "allocated_at": migrated_at,
         "status": "completed" if completed else "allocated",
-        "migration": {"from_id": week, "migrated_at": migrated_at, "tool": f"jobstate {__version__}"},
+        "migration": migration,
     }
     return {k: v for k, v in added.items() if k not in original}
 
 
 def _rewrite(rel: str, text: bytes, week: str, new_id: str, migrated_at: str, *, history: bool) -> bytes:
     """The migrated file: new fields on top, then the original text byte for byte."""
-    from jobstate.records import episode_from_yaml_dict  # noqa: PLC0415
+    from jobstate.records import episode_from_yaml_dict, history_from_yaml_dict  # noqa: PLC0415
     from jobstate.yamlio import dumps, loads  # noqa: PLC0415
 
     original = loads(text, rel)
@@ -98,7 +105,10 @@ def _rewrite(rel: str, text: bytes, week: str, new_id: str, migrated_at: str, *,
     result = loads(new, rel)
     if not isinstance(result, dict) or any(result.get(k) != v for k, v in original.items()):
         raise StateInvalid(f"{rel}: migrating would change a field; migrate this file by hand")
-    episode_from_yaml_dict(result, rel, new_id)
+    if history:
+        history_from_yaml_dict(result, rel, new_id)
+    else:
+        episode_from_yaml_dict(result, rel, new_id)
     return new
 
 

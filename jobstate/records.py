@@ -133,3 +133,39 @@ def episode_from_yaml_dict(data: Any, source: str, directory_name: str | None) -
     parse_period(period.id)
     extra = {k: v for k, v in data.items() if k not in EPISODE_FIELDS}
     return Episode(episode_id, period.id, period.kind, sequence, key, allocated_at, status, extra)
+
+
+@dataclass(frozen=True)
+class HistoryRecord:
+    """What ``history/<id>.yaml`` must say: which episode it completes; the rest is optional."""
+
+    episode_id: str
+    period_id: str
+    sequence: int
+    allocation_key: str | None
+
+
+def history_from_yaml_dict(data: Any, source: str, name: str) -> HistoryRecord:
+    """Check a history file: schema 1 and an episode_id equal to its name; other episode fields,
+    where present (``jobstate complete`` writes them all; a migration only the ID), must agree."""
+    if not isinstance(data, dict):
+        raise StateInvalid(f"{source}: expected a mapping")
+    if data.get("schema") != SCHEMA or isinstance(data.get("schema"), bool):
+        raise StateInvalid(f"{source}: unknown schema {reprlib.repr(data.get('schema'))} (expected {SCHEMA})")
+    episode_id = _require(data, "episode_id", str, source)
+    try:
+        period, sequence = parse_episode_id(episode_id)
+    except UsageError as exc:
+        raise StateInvalid(f"{source}: {exc}") from None
+    if episode_id != name:
+        raise StateInvalid(f"{source}: episode_id {episode_id!r} does not match its name {name!r}")
+    for field_name, expected in (("period_id", period.id), ("week_id", period.id), ("sequence", sequence)):
+        if field_name in data and data[field_name] != expected:
+            raise StateInvalid(f"{source}: {field_name} {reprlib.repr(data[field_name])} does not match {episode_id}")
+    key = data.get("allocation_key")
+    if key is not None:
+        try:
+            validate_key(key)
+        except UsageError as exc:
+            raise StateInvalid(f"{source}: {exc}") from None
+    return HistoryRecord(episode_id, period.id, sequence, key)

@@ -213,7 +213,8 @@ class Store:
         cat.update(head=head, add=add, remove=remove, replace_all=replace_all)
 
     def rows_from_blobs(self, blobs: list[tuple[str, str]]) -> list[Row]:
-        from jobstate.records import episode_from_yaml_dict  # noqa: PLC0415
+        """Catalog rows for committed files (blob ID, path), read from the work tree when it matches."""
+        from jobstate.records import episode_from_yaml_dict, history_from_yaml_dict  # noqa: PLC0415
         from jobstate.yamlio import loads  # noqa: PLC0415
 
         rows: list[Row] = []
@@ -234,8 +235,15 @@ class Store:
                     datas[path] = read(sha)[1]
         for sha, path in blobs:
             name = describes_episode(path)
-            ep = episode_from_yaml_dict(loads(datas[path], path), path, name)
-            rows.append(Row(path, ep.episode_id, ep.period_id, ep.sequence, ep.allocation_key, sha))
+            assert name is not None
+            data = loads(datas[path], path)
+            if path.startswith(HISTORY):
+                rec = history_from_yaml_dict(data, path, name)
+                key = rec.allocation_key or ""  # a migrated history file names only its episode
+                rows.append(Row(path, rec.episode_id, rec.period_id, rec.sequence, key, sha))
+            else:
+                ep = episode_from_yaml_dict(data, path, name)
+                rows.append(Row(path, ep.episode_id, ep.period_id, ep.sequence, ep.allocation_key, sha))
         return rows
 
     # ---------------------------------------------------------------- mutation

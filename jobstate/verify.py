@@ -18,7 +18,7 @@ from jobstate.errors import StateInvalid, UsageError
 from jobstate.hashing import Progress
 from jobstate.ledger import RECORD_FILES, check_cost_entry, totals, validate_artifact_path
 from jobstate.periods import parse_period
-from jobstate.records import episode_from_yaml_dict
+from jobstate.records import episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.snapshot import Revision, Snapshot, WorkTree, git_read, is_bare, locate
 
 _LEGACY_FIELDS = ("remote_tasks", "approval", "costs", "completed_at", "artifacts")
@@ -360,7 +360,7 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         _compare_history_artifacts(data, path, episode, problems)
         return
     try:
-        recorded = episode_from_yaml_dict(data, path, name)
+        recorded = history_from_yaml_dict(data, path, name)
     except StateInvalid as exc:
         problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
         return
@@ -372,12 +372,9 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         facts[name] = hist
         return
     for attr in ("period_id", "sequence", "allocation_key"):
-        if getattr(recorded, attr) != getattr(episode, attr):
-            problems.append(
-                Problem(
-                    path, f"{attr} {getattr(recorded, attr)!r} disagrees with state/{name}: {getattr(episode, attr)!r}"
-                )
-            )
+        mine = getattr(recorded, attr)
+        if mine is not None and mine != getattr(episode, attr):
+            problems.append(Problem(path, f"{attr} {mine!r} disagrees with state/{name}: {getattr(episode, attr)!r}"))
     completed = data.get("completed_at")
     if not isinstance(completed, str):
         problems.append(Problem(path, "completed_at missing"))

@@ -56,9 +56,12 @@ def test_migration_is_one_commit_of_renames_keeping_every_value(legacy: Path) ->
         hist = loads((legacy / "history" / f"{w}-0.yaml").read_bytes(), w)
         assert all(hist[k] == v for k, v in old_hist[w].items())
         assert not (legacy / "state" / w).exists()
-    moves = git(legacy, "diff", "-M", "--name-status", "HEAD~1", "HEAD", "--", "state")
+    moves = git(legacy, "diff", "-M", "--name-status", "HEAD~1", "HEAD")
     assert "R100\tstate/2026-W30/final.mp4\tstate/2026-W30-0/final.mp4" in moves
+    # every change is a move (plus small additions): no file is added or deleted outright
+    assert all(line.startswith("R") for line in moves.splitlines()), moves
     assert "\tstate/2026-W30/episode.yaml\tstate/2026-W30-0/episode.yaml" in moves
+    assert "\thistory/2026-W53.yaml\thistory/2026-W53-0.yaml" in moves
     assert status(legacy) == ""
     proof = run_cli("verify", "--rev", "HEAD", "--against", base, cwd=legacy)
     assert proof.returncode == 0, proof.stdout
