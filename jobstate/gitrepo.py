@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import json
 import os
-import shutil
-import socket
 import subprocess
 import time
 import zlib
@@ -388,6 +385,10 @@ class GitRepo:
         process is gone. Returns False (changing nothing) while another git command
         holds ``index.lock``.
         """
+        import json  # noqa: PLC0415 - the retry path never gets here; keep its start-up small
+        import shutil  # noqa: PLC0415
+        import socket  # noqa: PLC0415
+
         lock = self.git_dir / "index.lock"
         _clear_own_stale_lock(lock, proof)
         try:
@@ -494,6 +495,9 @@ class GitRepo:
 
 def _clear_own_stale_lock(lock: Path, proof: Path) -> None:
     """Remove ``index.lock`` only if our proof says a jobstate process, now dead, created it."""
+    import json  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+
     try:
         data = json.loads(proof.read_text(encoding="utf-8"))
     except FileNotFoundError:
