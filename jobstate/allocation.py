@@ -68,6 +68,9 @@ def _committed_answer(store: Store, key: str, period: Period) -> Allocation | No
     cat = store.read_catalog()
     if cat is None:
         return None
+    if store.remote is not None and not store.matches_remote_tip():
+        cat.close()
+        return None  # the remote moved (or went backwards): decide under the lock, after fetching
     try:
         rows = cat.by_key(key)
     finally:

@@ -33,7 +33,10 @@ def _print_json(value: object) -> None:
 def _store(args: argparse.Namespace) -> Store:
     from jobstate.store import open_store  # noqa: PLC0415
 
-    return open_store(args.repo, lock_timeout=args.lock_timeout, remote=getattr(args, "remote", None))
+    remote = getattr(args, "remote", None)
+    if remote is not None and not remote.strip():
+        raise UsageError("--remote needs the name of a git remote, e.g. --remote origin")
+    return open_store(args.repo, lock_timeout=args.lock_timeout, remote=remote)
 
 
 def _period(args: argparse.Namespace, kind: str, tz: str) -> Period:
@@ -184,7 +187,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         report = _read_report(result)
         ref = report.get("remote_ref")
         if ref is not None:
-            step.accepted(str(ref))
+            try:
+                step.accepted(str(ref))
+            except JobstateError as exc:
+                # the vendor accepted: whoever resolves this must learn the task reference from us
+                exc.args = (
+                    f"{exc}; the vendor accepted remote task {ref}, record it with: jobstate resolve "
+                    f"--episode {args.episode} --step {args.step} --accepted {ref} --by NAME --reason TEXT",
+                )
+                raise
         elif report.get("submitted") is False and step.remote_ref is None:
             step.not_submitted(str(report.get("error", "the command reported that nothing was submitted")))
         cost = report.get("cost")

@@ -12,6 +12,7 @@ the work tree and the index after a kill.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -26,6 +27,7 @@ from jobstate.gitrepo import blob_sha
 
 if TYPE_CHECKING:
     from jobstate.catalog import Catalog
+    from jobstate.gitrepo import IndexLock
     from jobstate.store import Store
 
 T = TypeVar("T")
@@ -51,76 +53,85 @@ class Pending:
     materialize: list[str] = field(default_factory=list)
 
 
-def _marker(store: Store) -> os.PathLike[str]:
-    return store.private / "pending.json"
+def _write_json(path: os.PathLike[str], value: object) -> None:
+    from pathlib import Path  # noqa: PLC0415
+
+    target = Path(path)
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value), encoding="utf-8")
+    os.replace(tmp, target)
 
 
-def _write_marker(store: Store, pending: Pending) -> None:
-    marker = store.private / "pending.json"
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(pending)), encoding="utf-8")
-    os.replace(tmp, marker)
+def _index_lock(store: Store) -> IndexLock:
+    return store.git.index_lock(store.private / "index-lock.json", wait=store.lock_timeout)
 
 
 def finish_pending(store: Store) -> None:
-    """Finish the work tree and index of a commit that landed before a kill; call under the lock."""
+    """Finish what a killed jobstate left, under the lock: the work tree and index of a commit
+    that landed, and the work-tree files of a change that did not (put back as they were)."""
     marker = store.private / "pending.json"
     try:
-        pending = Pending(**json.loads(marker.read_text(encoding="utf-8")))
+        pending: Pending | None = Pending(**json.loads(marker.read_text(encoding="utf-8")))
     except FileNotFoundError:
-        return
+        pending = None
     except (ValueError, TypeError):
+        pending = None
         marker.unlink()
-        return
-    head = store.git.head_commit()
-    if head is not None and store.git.is_ancestor(pending.commit, head):
-        update_work_tree(store, pending, {})
-        index_after_commit(store, pending.paths)
-    # else the commit never landed here, and the work tree was not changed for it
-    marker.unlink()
-    if (store.private / "index-pending.json").exists():
-        index_after_commit(store, [])
+    if pending is not None:
+        head = store.git.head_commit()
+        if head is not None and store.git.is_ancestor(pending.commit, head):
+            with _index_lock(store) as index:
+                update_work_tree(store, pending, {})
+                _update_index(index, pending.paths)
+        # else the commit never landed here; the undo record below puts the files back
+        marker.unlink()
+    _undo_unlanded(store)
 
 
-def index_after_commit(store: Store, paths: list[str]) -> None:
-    """Update the user's index for ``paths`` (and any earlier deferred ones), or defer it.
-
-    Deferred paths accumulate in ``.jobstate/index-pending.json`` until a later
-    command can take ``index.lock``; a path git refuses to index is reported and
-    dropped, so a bad path can never wedge the store.
-    """
+def _update_index(index: IndexLock, paths: list[str]) -> None:
+    """Write the index for a commit that landed; a path git cannot index is reported, never wedging."""
     from jobstate.errors import JobstateError  # noqa: PLC0415
 
-    deferred = store.private / "index-pending.json"
     try:
-        earlier = json.loads(deferred.read_text(encoding="utf-8"))
-    except (FileNotFoundError, ValueError):
-        earlier = []
-    todo = sorted(set(paths) | {str(p) for p in earlier if isinstance(p, str)})
-    if not todo:
-        deferred.unlink(missing_ok=True)
-        return
-    try:
-        done = store.git.sync_index(todo, store.private / "index-lock.json")
+        index.update(paths)
     except JobstateError as exc:
-        deferred.unlink(missing_ok=True)
         print(
-            f"jobstate: warning: the index was not updated ({exc}); the commit is complete: "
-            "run git reset -q to refresh the index",
+            f"jobstate: warning: the commit is complete but the index was not updated ({exc}); "
+            "run git reset -q to refresh it",
             file=sys.stderr,
         )
+
+
+def _write_undo(store: Store, before: Mapping[str, bytes | None], after: Mapping[str, bytes | None]) -> None:
+    """Record, before the work tree changes, how to put it back if the change does not land."""
+    from jobstate.store import describes_episode  # noqa: PLC0415
+
+    undo = {}
+    for rel, old in before.items():
+        new = after[rel]
+        if old is None and rel.startswith("state/") and describes_episode(rel):
+            continue  # a new episode file: if its commit never lands, allocate recovers it as it is
+        old_sha = None if old is None else store.git.write_object(b"blob", old)
+        undo[rel] = [old_sha, None if new is None else blob_sha(new)]
+    _write_json(store.private / "undo.json", undo)
+
+
+def _undo_unlanded(store: Store) -> None:
+    path = store.private / "undo.json"
+    try:
+        undo = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return
-    if done:
-        deferred.unlink(missing_ok=True)
-        return
-    tmp = deferred.with_suffix(".tmp")
-    tmp.write_text(json.dumps(todo), encoding="utf-8")
-    os.replace(tmp, deferred)
-    print(
-        f"jobstate: warning: {store.git.git_dir / 'index.lock'} is held by another git command, so the "
-        "index was not updated; the next jobstate command will update it",
-        file=sys.stderr,
-    )
+    except ValueError:
+        undo = {}
+    head = store.git.head_commit()
+    if undo and head is not None:
+        in_head = {p: sha for _mode, sha, p in store.git.ls_tree(head, *undo)}
+        for rel, (old_sha, new_sha) in undo.items():
+            if in_head.get(rel) == new_sha:
+                continue  # that part landed
+            _put(store, rel, None if old_sha is None else store.git.read_object(old_sha)[1])
+    path.unlink()
 
 
 def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, bytes | None]) -> None:
@@ -196,38 +207,41 @@ def commit(
         [list(r) for r in renames or []],
         sorted(files) if renames else [],
     )
-    # written before any branch moves: if we are killed after that, the next
-    # command finishes the work tree and the index from this
-    _write_marker(store, pending)
+    marker = store.private / "pending.json"
     remote = store.remote
-    try:
-        pushed = remote is None or git.push(remote, new, ref)
-    except BaseException:
-        (store.private / "pending.json").unlink()
-        raise
-    if not pushed:
-        (store.private / "pending.json").unlink()
-        return None
-    if not git.update_ref(ref, new, parent, "jobstate: " + message.splitlines()[0]):
-        (store.private / "pending.json").unlink()
-        if remote is not None:
-            raise UsageError(f"{ref} moved locally while jobstate pushed {new[:12]} to {remote}; run git status")
-        return None
-    update_work_tree(store, pending, files)
-    if cat is not None:
-        from jobstate.store import describes_episode  # noqa: PLC0415
+    # index.lock from before the branch moves until the index has the new files, as git commit does
+    with _index_lock(store) as index:
+        # written before any branch moves: a kill after that is finished by the next command
+        _write_json(marker, asdict(pending))
+        try:
+            pushed = remote is None or git.push(remote, new, ref)
+            moved = pushed and git.update_ref(ref, new, parent, "jobstate: " + message.splitlines()[0])
+        except BaseException:
+            marker.unlink()
+            raise
+        if not moved:
+            marker.unlink()
+            if pushed and remote is not None:
+                raise UsageError(
+                    f"{ref} moved locally while jobstate pushed {new[:12]} to {remote}: the change is on "
+                    f"{remote}; reconcile the local branch (git status), then run the command again"
+                )
+            return None
+        update_work_tree(store, pending, files)
+        if cat is not None:
+            from jobstate.store import describes_episode  # noqa: PLC0415
 
-        add, remove = [], []
-        for path, data in files.items():
-            if describes_episode(path) is None:
-                continue
-            if data is None:
-                remove.append(path)
-            else:
-                add.extend(store.rows_from_blobs([(blob_sha(data), path)]))
-        cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
-    index_after_commit(store, pending.paths)
-    (store.private / "pending.json").unlink()
+            add, remove = [], []
+            for path, data in files.items():
+                if describes_episode(path) is None:
+                    continue
+                if data is None:
+                    remove.append(path)
+                else:
+                    add.extend(store.rows_from_blobs([(blob_sha(data), path)]))
+            cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
+        _update_index(index, pending.paths)
+    marker.unlink()
     return new
 
 
@@ -239,27 +253,44 @@ def transact(store: Store, decide: Callable[[Catalog], Change[T]]) -> T:
             change = decide(cat)
             if not change.files:
                 return change.result
-            before: dict[str, bytes | None] = {}
+            before = {rel: store.path(rel).read_bytes() if store.path(rel).is_file() else None for rel in change.files}
+            _write_undo(store, before, change.files)  # a kill from here on is undone by the next command
             try:
                 for rel, data in change.files.items():
-                    target = store.path(rel)
-                    before[rel] = target.read_bytes() if target.is_file() else None
                     _put(store, rel, data)
-                if commit(store, cat, change.files, change.message) is not None:
-                    return change.result
+                landed = commit(store, cat, change.files, change.message) is not None
             except BaseException:
-                _restore(store, before)  # refused, unreachable or interrupted: leave nothing half-done
+                # refused, unreachable or interrupted: finish what landed, put back what did not
+                with contextlib.suppress(Exception):
+                    finish_pending(store)
+                with contextlib.suppress(Exception):
+                    _restore(store, before, unless_in_head=change.files)
                 raise
+            if landed:
+                (store.private / "undo.json").unlink()
+                return change.result
             _restore(store, before)  # lost the compare-and-swap: decide again on the new state
+            (store.private / "undo.json").unlink()
         time.sleep(random.uniform(0, min(2.0, 0.02 * 2**attempt)))  # noqa: S311 - jitter, not secrecy
     where = f"the remote {store.remote}" if store.remote else f"the branch of {store.root}"
     raise ConcurrentUpdate(f"{where} kept moving: gave up after {attempts} attempts; nothing was changed, retry later")
 
 
-def _restore(store: Store, before: Mapping[str, bytes | None]) -> None:
-    """Put files back exactly as they were before a change that did not land."""
+def _restore(
+    store: Store, before: Mapping[str, bytes | None], unless_in_head: Mapping[str, bytes | None] | None = None
+) -> None:
+    """Put files back exactly as they were before a change that did not land; with
+    ``unless_in_head``, keep each file whose new content HEAD already has."""
+    landed: set[str] = set()
+    head = store.git.head_commit()
+    if unless_in_head and head is not None:
+        in_head = {p: sha for _mode, sha, p in store.git.ls_tree(head, *unless_in_head)}
+        landed = {
+            rel for rel, new in unless_in_head.items() if in_head.get(rel) == (None if new is None else blob_sha(new))
+        }
     for rel, old in before.items():
-        _put(store, rel, old)
+        if rel not in landed:
+            _put(store, rel, old)
 
 
 def sync_remote(store: Store, *, drop_uncommitted: bool = True) -> None:
@@ -300,13 +331,15 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True) -> None:
             f"{dirty[0][1]} has local changes that the {remote} tip also changes; commit or discard them first"
         )
     pending = Pending(tip, sorted(changed), [], sorted(changed))
-    _write_marker(store, pending)
-    if not git.update_ref(ref, tip, head, f"jobstate: fast-forward to {remote}"):
-        (store.private / "pending.json").unlink()
-        raise ConcurrentUpdate(f"{ref} moved locally while jobstate fast-forwarded it to {remote}; retry")
-    update_work_tree(store, pending, {})
-    index_after_commit(store, pending.paths)
-    (store.private / "pending.json").unlink()
+    marker = store.private / "pending.json"
+    with _index_lock(store) as index:
+        _write_json(marker, asdict(pending))
+        if not git.update_ref(ref, tip, head, f"jobstate: fast-forward to {remote}"):
+            marker.unlink()
+            raise ConcurrentUpdate(f"{ref} moved locally while jobstate fast-forwarded it to {remote}; retry")
+        update_work_tree(store, pending, {})
+        _update_index(index, pending.paths)
+    marker.unlink()
 
 
 def _drop_uncommitted(store: Store, directory: str) -> None:

@@ -374,49 +374,9 @@ class GitRepo:
         return self.run("merge-base", "--is-ancestor", commit, of, check=False).returncode == 0
 
     # -------------------------------------------------------------------- index
-    def sync_index(self, paths: Iterable[str], proof: Path) -> bool:
-        """Bring the user's index up to date for ``paths`` after a commit.
-
-        Git's own protocol: ``index.lock`` is created exclusively, so no other git
-        command writes the index meanwhile; a private copy is updated and renamed
-        over ``.git/index``; the lock is removed. ``proof`` records which lock file
-        we created (inode, pid, host): a lock left by a killed jobstate is removed by
-        the next one, under the jobstate lock, only when that proof matches and the
-        process is gone. Returns False (changing nothing) while another git command
-        holds ``index.lock``.
-        """
-        import json  # noqa: PLC0415 - the retry path never gets here; keep its start-up small
-        import shutil  # noqa: PLC0415
-        import socket  # noqa: PLC0415
-
-        lock = self.git_dir / "index.lock"
-        _clear_own_stale_lock(lock, proof)
-        try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            return False
-        try:
-            st = os.fstat(fd)
-            proof.write_text(
-                json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "ino": st.st_ino, "dev": st.st_dev}),
-                encoding="utf-8",
-            )
-            tmp = self.git_dir / "jobstate-index"
-            tmp.unlink(missing_ok=True)  # ours by name: a leftover of a killed jobstate
-            (self.git_dir / "jobstate-index.lock").unlink(missing_ok=True)
-            env = {"GIT_INDEX_FILE": str(tmp)}
-            index = self.git_dir / "index"
-            if index.exists():
-                shutil.copyfile(index, tmp)
-            else:
-                self.run("read-tree", "HEAD", env=env)
-            self.run("update-index", "--add", "--remove", "--", *paths, env=env)
-            os.replace(tmp, index)
-        finally:
-            os.close(fd)
-            lock.unlink(missing_ok=True)
-            proof.unlink(missing_ok=True)
-        return True
+    def index_lock(self, proof: Path, wait: float) -> IndexLock:
+        """Git's ``.git/index.lock``, taken as git takes it (see IndexLock)."""
+        return IndexLock(self, proof, wait)
 
     # ------------------------------------------------------------------ remotes
     def _remote_run(self, remote: str, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -493,44 +453,96 @@ class GitRepo:
         return out
 
 
-def _clear_own_stale_lock(lock: Path, proof: Path) -> None:
-    """Remove ``index.lock`` only if our proof says a jobstate process, now dead, created it."""
-    import json  # noqa: PLC0415
-    import socket  # noqa: PLC0415
+class IndexLock:
+    """``.git/index.lock`` held from before the branch moves until the index is written.
 
-    try:
-        data = json.loads(proof.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return
-    except ValueError:
-        data = {}
-    try:
-        st = lock.stat()
-    except FileNotFoundError:
-        proof.unlink(missing_ok=True)
-        return
-    ours = (
-        isinstance(data, dict)
-        and data.get("ino") == st.st_ino
-        and data.get("dev") == st.st_dev
-        and data.get("host") == socket.gethostname()
-        and not _alive(int(data.get("pid", 0)))
-    )
-    if ours:
-        lock.unlink(missing_ok=True)
-        proof.unlink(missing_ok=True)
+    That is the order ``git commit`` keeps, so no other git command can write an
+    index that lacks the new commit's files. The lock file is created atomically
+    with a nonce inside (written to a temp file, then hard-linked into place), and
+    the nonce is recorded in ``proof`` first: a lock left by a killed jobstate
+    holds the nonce its proof names and is removed by the next jobstate, which
+    holds the jobstate lock, so the one that made it cannot be alive. A lock
+    without our nonce is another git command's and is never removed: we wait
+    for it up to ``wait`` seconds, then give up (exit 3) with nothing changed.
+    """
+
+    def __init__(self, git: GitRepo, proof: Path, wait: float) -> None:
+        self.git = git
+        self.proof = proof
+        self.wait = wait
+        self.lock = git.git_dir / "index.lock"
+        self.nonce = ""
+
+    def __enter__(self) -> IndexLock:
+        import secrets  # noqa: PLC0415 - not on the retry path
+
+        self.clear_stale()
+        self.nonce = f"jobstate {os.getpid()} {secrets.token_hex(16)}"
+        temp = self.git.git_dir / f"jobstate-lock-{secrets.token_hex(8)}"
+        temp.write_text(self.nonce, encoding="utf-8")
+        self.proof.write_text(self.nonce, encoding="utf-8")
+        deadline = time.monotonic() + self.wait
+        try:
+            while True:
+                try:
+                    os.link(temp, self.lock)
+                    return self
+                except FileExistsError:
+                    if time.monotonic() >= deadline:
+                        self.proof.unlink(missing_ok=True)
+                        raise IndexBusy(
+                            f"{self.lock} is held by another git command; nothing was changed: retry when it is "
+                            "done (if no git command is running, it is stale: remove it)"
+                        ) from None
+                    time.sleep(0.05)
+        finally:
+            temp.unlink(missing_ok=True)
+
+    def clear_stale(self) -> None:
+        """Remove a lock a killed jobstate left (its content is the nonce our proof names)."""
+        try:
+            nonce = self.proof.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return
+        try:
+            ours = self.lock.read_text(encoding="utf-8", errors="replace") == nonce and nonce.startswith("jobstate ")
+        except FileNotFoundError:
+            ours = False
+        if ours:
+            self.lock.unlink(missing_ok=True)
+        self.proof.unlink(missing_ok=True)
+        for leftover in self.git.git_dir.glob("jobstate-lock-*"):
+            leftover.unlink(missing_ok=True)
+
+    def update(self, paths: Iterable[str]) -> None:
+        """Write the index with ``paths`` as the work tree has them (a private copy renamed into place)."""
+        import shutil  # noqa: PLC0415
+
+        tmp = self.git.git_dir / "jobstate-index"
+        tmp.unlink(missing_ok=True)  # ours by name: a leftover of a killed jobstate
+        (self.git.git_dir / "jobstate-index.lock").unlink(missing_ok=True)
+        env = {"GIT_INDEX_FILE": str(tmp)}
+        index = self.git.git_dir / "index"
+        if index.exists():
+            shutil.copyfile(index, tmp)
+        else:
+            self.git.run("read-tree", "HEAD", env=env)
+        self.git.run("update-index", "--add", "--remove", "--", *paths, env=env)
+        os.replace(tmp, index)
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.lock.read_text(encoding="utf-8", errors="replace") == self.nonce:
+                self.lock.unlink()
+        except FileNotFoundError:
+            pass
+        self.proof.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+class IndexBusy(JobstateError, TimeoutError):
+    """Another git command holds ``.git/index.lock``."""
+
+    exit_code = 3
 
 
 def _git_error(text: str) -> str:

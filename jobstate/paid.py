@@ -10,6 +10,7 @@ A step whose intent was committed but whose acceptance was never recorded is
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -340,19 +341,25 @@ def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
         if last is not None and state == "intent":
             raise SubmissionUnknown(
                 f"step {step} of {episode_id} attempt {last.get('attempt')} (idempotency key "
-                f"{last.get('idempotency_key')}) may or may not have been accepted by the vendor; "
-                f"check with the vendor, then run: {resolve_command(episode_id, step)}"
+                f"{last.get('idempotency_key')}) was started on host {last.get('host', '?')} (pid "
+                f"{last.get('pid', '?')}) at {last.get('started_at')} and its acceptance is not recorded: "
+                "if that run is still going, wait for it; otherwise check with the vendor, then run: "
+                f"{resolve_command(episode_id, step)}"
             )
         if last is not None and state == "accepted":
             return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))
         if state not in (None, "not-submitted"):
             raise StateInvalid(f"state/{episode_id}/{SUBMISSIONS}: unknown state {state!r} for step {step}")
         number = 1 if last is None else int(last["attempt"]) + 1
+        import socket  # noqa: PLC0415
+
         attempt = {
             "attempt": number,
             "idempotency_key": idempotency_key(episode_id, episode.allocation_key, step, number),
             "state": "intent",
             "started_at": format_time(store.now()),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
         }
         attempts.append(attempt)
         return record_change(

@@ -173,7 +173,8 @@ class Store:
         cat = Catalog.open_readonly(self._catalog_path)
         if cat is None:
             return None
-        if cat.meta("head") != (self.git.head_commit() or "") or (self.private / "pending.json").exists():
+        interrupted = (self.private / "pending.json").exists() or (self.private / "undo.json").exists()
+        if cat.meta("head") != (self.git.head_commit() or "") or interrupted:
             cat.close()
             return None
         return cat
@@ -267,6 +268,14 @@ class Store:
         with self.locked():
             sync_remote(self)
             yield self.catalog()
+
+    def matches_remote_tip(self) -> bool:
+        """Whether HEAD is the remote branch's tip as last fetched or pushed (read from files, no network)."""
+        remote = self.remote
+        if remote is None:
+            return True
+        branch = self.git.head_ref().removeprefix("refs/heads/")
+        return self.git.head_commit() == self.git.resolve_ref(f"refs/remotes/{remote}/{branch}")
 
     def sync(self) -> None:
         """With a remote: under the lock, bring the branch and work tree to the remote's tip."""

@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
 
 from jobstate.allocation import allocate
-from jobstate.errors import AllocationConflict, StateInvalid, UsageError
+from jobstate.errors import AllocationConflict, JobstateError, StateInvalid, UsageError
 from jobstate.periods import parse_period
 from jobstate.store import Store
 from jobstate.yamlio import dumps
@@ -210,13 +211,33 @@ def test_day_periods_from_config(repo: Path) -> None:
         assert allocate(s, "c", parse_period("2026-08-08")).episode_id == "2026-08-08-0"
 
 
-def test_foreign_index_lock_defers_index_update_without_wedging(store: Store, repo: Path) -> None:
+def test_foreign_index_lock_is_waited_for_then_refused_with_nothing_changed(repo: Path) -> None:
+    lock = repo / ".git" / "index.lock"
+    lock.write_text("")  # another git command at work (or its stale lock): never ours to delete
+    head = git(repo, "rev-parse", "HEAD")
+    with Store(repo, lock_timeout=0.3) as store, pytest.raises(JobstateError) as info:
+        allocate(store, "a", W32)
+    assert info.value.exit_code == 3
+    assert "index.lock is held by another git command" in str(info.value)
+    assert lock.exists()
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert not (repo / "state" / "2026-W32-0").exists()
+    lock.unlink()
+    with Store(repo, lock_timeout=0.3) as store:
+        assert allocate(store, "a", W32).episode_id == "2026-W32-0"
+    assert status(repo) == ""
+
+
+def test_foreign_index_lock_released_while_waiting(repo: Path) -> None:
     lock = repo / ".git" / "index.lock"
     lock.write_text("")
-    assert allocate(store, "a", W32).episode_id == "2026-W32-0"
-    assert "state/2026-W32-0/episode.yaml" in committed_files(repo)
-    lock.unlink()
-    assert allocate(store, "b", W32).episode_id == "2026-W32-1"
+    timer = threading.Timer(0.3, lock.unlink)
+    timer.start()
+    try:
+        with Store(repo, lock_timeout=10) as store:
+            assert allocate(store, "a", W32).episode_id == "2026-W32-0"
+    finally:
+        timer.join()
     assert status(repo) == ""
 
 
