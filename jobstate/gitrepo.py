@@ -204,10 +204,10 @@ class GitRepo:
         proc = self.run("update-ref", "-m", message, ref, new, old or ZERO, check=False)
         if proc.returncode == 0:
             return True
-        if self.resolve_ref(ref) != old:
-            return False
-        err = proc.stderr.decode("utf-8", "replace").strip()
-        raise GitError(f"git update-ref {ref} failed: {err}")
+        err = proc.stderr.decode("utf-8", "replace")
+        if self.resolve_ref(ref) != old or "cannot lock ref" in err:
+            return False  # moved, or another git command holds the ref's lock: decide again
+        raise GitError(f"git update-ref {ref} failed: {_git_error(err)}")
 
     # ------------------------------------------------------------------ objects
     def _loose_path(self, sha: str) -> Path:

@@ -298,8 +298,8 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
     attempt may have been accepted; StepAlreadyCompleted (exit 0) when done.
     """
     validate_step(step)
-    if store.remote is not None:
-        store.sync()  # the episode may have been allocated on another host
+    if store.remote is not None or store.interrupted():
+        store.sync()  # finish what a killed jobstate left; with a remote, the episode may be from another host
     guard(store, episode_id)  # before any credential or vendor client
     from jobstate.lock import FileLock  # noqa: PLC0415
 

@@ -173,8 +173,7 @@ class Store:
         cat = Catalog.open_readonly(self._catalog_path)
         if cat is None:
             return None
-        interrupted = (self.private / "pending.json").exists() or (self.private / "undo.json").exists()
-        if cat.meta("head") != (self.git.head_commit() or "") or interrupted:
+        if cat.meta("head") != (self.git.head_commit() or "") or self.interrupted():
             cat.close()
             return None
         return cat
@@ -268,6 +267,10 @@ class Store:
         with self.locked():
             sync_remote(self)
             yield self.catalog()
+
+    def interrupted(self) -> bool:
+        """Whether a killed jobstate left work for the next command under the lock."""
+        return (self.private / "pending.json").exists() or (self.private / "undo.json").exists()
 
     def matches_remote_tip(self) -> bool:
         """Whether HEAD is the remote branch's tip as last fetched or pushed (read from files, no network)."""

@@ -208,3 +208,34 @@ def test_host_killed_mid_push_loses_and_duplicates_nothing(tmp_path: Path, after
     _check_remote(bare, {"victim", "other"}, "2026-W32")
     assert status(one) == ""
     assert status(two) == ""
+
+
+def test_remote_that_went_backwards_is_refused_even_for_retries(tmp_path: Path) -> None:
+    bare, (one,) = make_hosts(tmp_path, 1)
+    for key in ("a", "b"):
+        assert run_cli("allocate", "--key", key, "--week", "2026-W32", cwd=one).returncode == 0
+    git(bare, "update-ref", "refs/heads/main", "main~1")  # someone force-pushed the branch backwards
+    new = run_cli("allocate", "--key", "c", "--week", "2026-W32", cwd=one)
+    assert new.returncode == 2
+    assert "not on origin" in new.stderr
+    retry = run_cli("allocate", "--key", "b", "--week", "2026-W32", cwd=one)
+    assert retry.returncode == 2  # no answer from a commit the remote no longer has
+
+
+def test_accepted_ref_that_cannot_be_recorded_is_reported(tmp_path: Path) -> None:
+    bare, (one,) = make_hosts(tmp_path, 1)
+    eid = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=one).stdout.strip()
+    hook = bare / "hooks" / "pre-receive"
+    hook.write_text(
+        "#!/bin/sh\nwhile read old new ref; do\n"
+        "  git log -1 --format=%s \"$new\" | grep -q '^accept' && { echo 'no accepts today' >&2; exit 1; }\n"
+        "done\nexit 0\n"
+    )
+    hook.chmod(0o755)
+    script = "import json, os; open(os.environ['JOBSTATE_RESULT'], 'w').write(json.dumps({'remote_ref': 'task-77'}))"
+    proc = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=one)
+    assert proc.returncode == 3
+    assert "--accepted task-77" in proc.stderr
+    again = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=one)
+    assert again.returncode == 6
+    assert "was started on host" in again.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation import allocate
-from jobstate.errors import UsageError
+from jobstate.errors import JobstateError, UsageError
 from jobstate.periods import parse_period
 from jobstate.store import Store
 
@@ -150,3 +150,58 @@ def test_migrate_is_not_blamed_for_problems_it_did_not_make(tmp_path: Path) -> N
     proc = run_cli("migrate", cwd=legacy)
     assert proc.returncode == 0, proc.stderr
     assert (legacy / "state" / "2026-W30-0" / "episode.yaml").exists()
+
+
+def test_kill_before_a_paid_record_lands_is_undone_by_the_next_command(repo: Path, tmp_path: Path) -> None:
+    from .test_crash import _fake_git
+
+    eid = run_cli("allocate", "--key", "a", "--week", "2026-W32", cwd=repo).stdout.strip()
+    env = _fake_git(tmp_path, "update-ref")
+    script = "import sys; sys.exit(0)"
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", "run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c",
+         script],
+        cwd=repo, capture_output=True, text=True, env={**__import__("os").environ, **env}, check=False,
+    )  # fmt: skip
+    assert proc.returncode == -9
+    assert (repo / "state" / eid / "submissions.yaml").exists()  # written, never committed
+    again = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert status(repo) == ""
+
+
+def test_user_commits_during_allocations_never_delete_episodes(store: Store, repo: Path) -> None:
+    stop = threading.Event()
+
+    def user() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            (repo / "notes.txt").write_text(f"{n}\n")
+            subprocess.run(["git", "add", "notes.txt"], cwd=repo, capture_output=True, check=False)
+            subprocess.run(["git", "commit", "-qm", f"user {n}"], cwd=repo, capture_output=True, check=False)
+            time.sleep(0.02)  # a busy person, not a livelock
+
+    thread = threading.Thread(target=user)
+    thread.start()
+    try:
+        for i in range(15):
+            for _ in range(50):  # the user's git may hold index.lock for a moment: retry like a scheduler
+                try:
+                    allocate(store, f"k{i}", W32)
+                    break
+                except JobstateError as exc:
+                    if exc.exit_code != 3:
+                        raise
+    finally:
+        stop.set()
+        thread.join()
+    deleted = git(repo, "log", "--diff-filter=D", "--name-only", "--format=", "--", "state")
+    assert deleted.strip() == ""
+    assert len([p for p in committed_files(repo) if p.endswith("episode.yaml")]) == 15
+
+
+def test_remote_option_must_name_a_remote(repo: Path) -> None:
+    proc = run_cli("allocate", "--remote", "", "--key", "a", "--week", "2026-W32", cwd=repo)
+    assert proc.returncode == 2
+    assert "--remote needs" in proc.stderr
