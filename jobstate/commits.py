@@ -113,7 +113,8 @@ def _write_undo(store: Store, before: Mapping[str, bytes | None], after: Mapping
             continue  # a new episode file: if its commit never lands, allocate recovers it as it is
         old_sha = None if old is None else store.git.write_object(b"blob", old)
         undo[rel] = [old_sha, None if new is None else blob_sha(new)]
-    _write_json(store.private / "undo.json", undo)
+    if undo:
+        _write_json(store.private / "undo.json", undo)
 
 
 def _undo_unlanded(store: Store) -> None:
@@ -267,10 +268,10 @@ def transact(store: Store, decide: Callable[[Catalog], Change[T]]) -> T:
                     _restore(store, before, unless_in_head=change.files)
                 raise
             if landed:
-                (store.private / "undo.json").unlink()
+                (store.private / "undo.json").unlink(missing_ok=True)
                 return change.result
             _restore(store, before)  # lost the compare-and-swap: decide again on the new state
-            (store.private / "undo.json").unlink()
+            (store.private / "undo.json").unlink(missing_ok=True)
         time.sleep(random.uniform(0, min(2.0, 0.02 * 2**attempt)))  # noqa: S311 - jitter, not secrecy
     where = f"the remote {store.remote}" if store.remote else f"the branch of {store.root}"
     raise ConcurrentUpdate(f"{where} kept moving: gave up after {attempts} attempts; nothing was changed, retry later")
