@@ -30,12 +30,16 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
-def per_call(fn: Callable[[int], object], calls: int) -> float:
-    """Median-free, honest mean seconds per call over ``calls`` calls."""
-    start = time.perf_counter()
-    for i in range(calls):
-        fn(i)
-    return (time.perf_counter() - start) / calls
+def per_call(fn: Callable[[int], object], calls: int, rounds: int = 1) -> float:
+    """Mean seconds per call over ``calls`` calls; with ``rounds``, the best round's mean
+    (this machine is shared and noisy: the fastest round is the one least disturbed)."""
+    best = float("inf")
+    for r in range(rounds):
+        start = time.perf_counter()
+        for i in range(calls):
+            fn(r * calls + i)
+        best = min(best, (time.perf_counter() - start) / calls)
+    return best
 
 
 def make_repo(parent: Path, episodes: int) -> Path:
@@ -68,15 +72,17 @@ def bench_allocate() -> None:
     from jobstate.periods import parse_period
     from jobstate.store import Store
 
-    print("== allocate (library API; baseline: write one file, git add + git commit, same repo) ==")
+    print("== allocate (library API; baseline: write one file, git add + git commit, same repo;")
+    print("   each figure the best of 3 interleaved rounds) ==")
     print(
         f"{'episodes':>9} {'baseline ms':>12} {'new ms':>8} {'new/base':>9} {'new/s':>7} "
         f"{'retry ms':>9} {'retry/s':>8} {'retry/new':>10}"
     )
-    calls = int(os.environ.get("BENCH_CALLS", "60"))
+    calls = int(os.environ.get("BENCH_CALLS", "30"))
     results: dict[int, tuple[float, float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="jobstate-bench-", ignore_cleanup_errors=True) as tmp:
         week = parse_period("2026-W32")
+        weeks = [parse_period(f"2030-W{w:02d}") for w in range(1, 53)]
         for size in (10, 1000, 10000):
             repo = make_repo(Path(tmp), size)
             with Store(repo, lock_timeout=60) as store:
@@ -90,14 +96,18 @@ def bench_allocate() -> None:
                     git(repo, "commit", "-q", "-m", f"baseline {i}")
 
                 def new(i: int, store: Store = store, size: int = size) -> None:
-                    allocate(store, f"new:{size}:{i}", week)
+                    # a few episodes per week, as schedules have: spread over a year of weeks
+                    allocate(store, f"new:{size}:{i}", weeks[i % len(weeks)])
 
                 def retry(i: int, store: Store = store, size: int = size) -> None:
                     allocate(store, f"existing:{i * 7 % size}", parse_period(_week_of(i * 7 % size)))
 
-                base_t = per_call(baseline, calls)
-                new_t = per_call(new, calls)
-                retry_t = per_call(retry, calls * 5)
+                base_t, new_t, retry_t = float("inf"), float("inf"), float("inf")
+                for r in range(3):  # interleaved rounds, so both sides see the same machine
+                    offset = r * calls
+                    base_t = min(base_t, per_call(lambda i: baseline(offset + i), calls))  # noqa: B023
+                    new_t = min(new_t, per_call(lambda i: new(offset + i), calls))  # noqa: B023
+                    retry_t = min(retry_t, per_call(retry, calls * 5))
             results[size] = (base_t, new_t, retry_t)
             print(
                 f"{size:>9} {base_t * 1e3:>12.2f} {new_t * 1e3:>8.2f} {new_t / base_t:>9.2f} {1 / new_t:>7.0f} "
@@ -133,7 +143,7 @@ def cli_retry(repo: Path) -> None:
             capture_output=True,
         )
 
-    bare_t, cli_t = per_call(bare, runs), per_call(cli, runs)
+    bare_t, cli_t = per_call(bare, runs, rounds=3), per_call(cli, runs, rounds=3)
     print(
         f"CLI retry, whole process (10,000 episodes): {cli_t * 1e3:.1f} ms; "
         f"python -c pass: {bare_t * 1e3:.1f} ms; jobstate's own share: {(cli_t - bare_t) * 1e3:.1f} ms"
