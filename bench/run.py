@@ -42,26 +42,33 @@ def per_call(fn: Callable[[int], object], calls: int, rounds: int = 1) -> float:
     return best
 
 
-def make_repo(parent: Path, episodes: int) -> Path:
-    """A state repo with ``episodes`` committed episodes spread over weeks (written directly)."""
+def _new_repo(repo: Path) -> None:
     from jobstate.setup_repo import init
 
-    repo = parent / f"repo-{episodes}"
     repo.mkdir()
     store, _ = init(repo, git_init=True)
     store.close()
     git(repo, "config", "gc.auto", "0")  # no background gc racing the clean-up
-    per_week = 50
+
+
+def _episode_dir(repo: Path, n: int, key: str) -> Path:
+    """state/<id>/episode.yaml of the n-th episode: 50 a week, from 2000-W01 on."""
+    period, seq = _week_of(n), n % 50
+    d = repo / "state" / f"{period}-{seq}"
+    d.mkdir()
+    (d / "episode.yaml").write_text(
+        f"schema: 1\nepisode_id: {period}-{seq}\nperiod_id: {period}\nweek_id: {period}\nsequence: {seq}\n"
+        f"allocation_key: {key}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"
+    )
+    return d
+
+
+def make_repo(parent: Path, episodes: int) -> Path:
+    """A state repo with ``episodes`` committed episodes spread over weeks (written directly)."""
+    repo = parent / f"repo-{episodes}"
+    _new_repo(repo)
     for n in range(episodes):
-        week, seq = divmod(n, per_week)
-        year, wk = 2000 + week // 52, week % 52 + 1
-        eid = f"{year}-W{wk:02d}-{seq}"
-        d = repo / "state" / eid
-        d.mkdir()
-        (d / "episode.yaml").write_text(
-            f"schema: 1\nepisode_id: {eid}\nperiod_id: {year}-W{wk:02d}\nweek_id: {year}-W{wk:02d}\n"
-            f"sequence: {seq}\nallocation_key: existing:{n}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"
-        )
+        _episode_dir(repo, n, f"existing:{n}")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", f"{episodes} episodes")
     return repo
@@ -154,25 +161,12 @@ def make_verify_repo(parent: Path, episodes: int, big: int, big_bytes: int) -> t
     """``episodes`` committed episodes, each with records and an artifact; ``big`` of them large."""
     import hashlib
 
-    from jobstate.setup_repo import init
-
     repo = parent / "verify-repo"
-    repo.mkdir()
-    store, _ = init(repo, git_init=True)
-    store.close()
-    git(repo, "config", "gc.auto", "0")  # no background gc racing the clean-up
+    _new_repo(repo)
     artifacts: list[Path] = []
     block = os.urandom(1 << 20)
     for n in range(episodes):
-        week, seq = divmod(n, 50)
-        year, wk = 2000 + week // 52, week % 52 + 1
-        eid = f"{year}-W{wk:02d}-{seq}"
-        d = repo / "state" / eid
-        d.mkdir()
-        (d / "episode.yaml").write_text(
-            f"schema: 1\nepisode_id: {eid}\nperiod_id: {year}-W{wk:02d}\nweek_id: {year}-W{wk:02d}\n"
-            f"sequence: {seq}\nallocation_key: k:{n}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"
-        )
+        d = _episode_dir(repo, n, f"k:{n}")
         art = d / "final.bin"
         digest = hashlib.sha256()
         with art.open("wb") as fh:
