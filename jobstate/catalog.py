@@ -104,16 +104,6 @@ class Catalog:
         cur = self.conn.execute("SELECT * FROM rows WHERE period_id=? ORDER BY sequence", (period_id,))
         return [Row(*r) for r in cur.fetchall()]
 
-    def by_episode(self, episode_id: str) -> list[Row]:
-        """Rows describing one episode."""
-        cur = self.conn.execute("SELECT * FROM rows WHERE episode_id=?", (episode_id,))
-        return [Row(*r) for r in cur.fetchall()]
-
-    def all_rows(self) -> list[Row]:
-        """Every row, in period and sequence order."""
-        cur = self.conn.execute("SELECT * FROM rows ORDER BY period_id, sequence, path")
-        return [Row(*r) for r in cur.fetchall()]
-
     def state_ids(self) -> set[str]:
         """Episode IDs that have a committed ``state/<id>/episode.yaml``."""
         cur = self.conn.execute("SELECT episode_id FROM rows WHERE path LIKE 'state/%'")

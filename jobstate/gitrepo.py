@@ -25,7 +25,6 @@ ZERO = "0" * 40
 TREE_MODE = b"40000"
 BLOB_MODE = b"100644"
 
-Entry = tuple[bytes, bytes, bytes]  # mode, name, 20-byte sha
 Change = tuple[bytes, str] | None  # (mode, hex sha) to set, None to delete
 _Reader = Callable[[str], tuple[bytes, bytes]]
 
@@ -50,11 +49,6 @@ def blob_sha(data: bytes) -> str:
 
 def _sort_key(mode: bytes, name: bytes) -> bytes:
     return name + b"/" if mode == TREE_MODE else name
-
-
-def parse_tree(data: bytes) -> list[Entry]:
-    """Entries of a raw tree object, in stored order."""
-    return [(data[s : data.index(b" ", s)], name, sha) for s, name, sha in _scan(data)]
 
 
 def _scan(data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
@@ -271,10 +265,6 @@ class GitRepo:
         if kind != b"commit" or not body.startswith(b"tree "):
             raise GitError(f"{commit} is not a commit")
         return body[5:45].decode("ascii")
-
-    def tree_entries(self, tree: str | None) -> list[Entry]:
-        """Entries of a tree object (empty for None)."""
-        return [] if tree is None else parse_tree(self._tree(tree).raw)
 
     def _tree(self, sha: str | None) -> Tree:
         if sha is None:

@@ -1,8 +1,9 @@
-"""The state repository: paths, the lock, the derived catalog, and commits.
+"""The state repository: paths, settings, the lock, the derived catalog, and reads.
 
-Every state change goes through ``Store.mutation()``: the lock is taken, an
-interrupted earlier change is repaired, the catalog is brought up to date
-with HEAD, and only then does the caller read, decide and commit.
+Every state change goes through ``Store.transact()`` (see jobstate.commits):
+the lock is taken, an interrupted earlier change is repaired, the remote (if
+any) is fetched, the catalog is brought up to date with HEAD, and only then
+does the caller read, decide and commit.
 """
 
 from __future__ import annotations
@@ -38,11 +39,6 @@ PRIVATE = ".jobstate"
 def episode_path(episode_id: str) -> str:
     """``state/<id>/episode.yaml``."""
     return f"{STATE}/{episode_id}/{EPISODE_FILE}"
-
-
-def history_path(episode_id: str) -> str:
-    """``history/<id>.yaml``."""
-    return f"{HISTORY}/{episode_id}.yaml"
 
 
 def describes_episode(path: str) -> str | None:
