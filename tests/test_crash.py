@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,7 +63,8 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(repo: Path) -> N
 
 def _fake_git(tmp_path: Path, kill_on: str) -> dict[str, str]:
     """A git on PATH that SIGKILLs its caller (jobstate) when asked to run ``kill_on``."""
-    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    real = shutil.which("git")
+    assert real is not None
     bindir = tmp_path / "fakebin"
     bindir.mkdir()
     script = bindir / "git"
@@ -102,7 +104,8 @@ def test_kill_between_write_and_commit_or_commit_and_index(repo: Path, tmp_path:
 
 def test_kill_inside_the_index_update_leaves_nothing_that_wedges(repo: Path, tmp_path: Path) -> None:
     # git itself killed while it holds the private index lock
-    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    real = shutil.which("git")
+    assert real is not None
     bindir = tmp_path / "fakebin"
     bindir.mkdir()
     (bindir / "git").write_text(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -169,7 +170,8 @@ def test_paid_step_records_go_through_the_remote(tmp_path: Path) -> None:
 
 
 def _killing_git(tmp_path: Path, after_push: bool) -> dict[str, str]:
-    real = subprocess.run(["which", "git"], capture_output=True, text=True, check=True).stdout.strip()
+    real = shutil.which("git")
+    assert real is not None
     bindir = tmp_path / "fakebin"
     bindir.mkdir(exist_ok=True)
     run_then_kill = f'{real} "$@"; kill -9 $PPID; exit 1' if after_push else "kill -9 $PPID; exit 1"
