@@ -69,12 +69,8 @@ def _committed_answer(store: Store, key: str, period: Period) -> Allocation | No
     if cat is None:
         return None
     if store.remote is not None and not store.matches_remote_tip():
-        cat.close()
         return None  # the remote moved (or went backwards): decide under the lock, after fetching
-    try:
-        rows = cat.by_key(key)
-    finally:
-        cat.close()
+    rows = cat.by_key(key)
     if len({r.episode_id for r in rows}) != 1 or rows[0].period_id != period.id:
         return None  # unknown, conflicting or ambiguous: decided (and reported) under the lock
     for row in rows:

@@ -80,8 +80,14 @@ class Catalog:
             return None
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30, isolation_level=None)
-            conn.execute("SELECT v FROM meta WHERE k='version'").fetchone()
         except sqlite3.Error:
+            return None
+        try:
+            version = conn.execute("SELECT v FROM meta WHERE k='version'").fetchone()
+        except sqlite3.Error:
+            version = None
+        if version != (VERSION,):
+            conn.close()  # damaged or from another version: the locked path rebuilds it
             return None
         return cls(conn)
 

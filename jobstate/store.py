@@ -80,13 +80,31 @@ class Store:
         self._remote = remote
         self._config: Config | None = None
         self._catalog: Catalog | None = None
+        self._readonly: Catalog | None = None
+        self._readonly_ino: int | None = None
 
     # ------------------------------------------------------------------ basics
     def close(self) -> None:
-        """Release the catalog connection."""
-        if self._catalog is not None:
-            self._catalog.close()
-            self._catalog = None
+        """Release the catalog connections."""
+        for cat in (self._catalog, self._readonly):
+            if cat is not None:
+                cat.close()
+        self._catalog = self._readonly = None
+
+    def _read_only_catalog(self) -> Catalog | None:
+        # one read-only connection serves both the config lookup and the lock-free retry;
+        # a catalog rebuilt since (a new file) is opened afresh
+        try:
+            ino = self._catalog_path.stat().st_ino
+        except OSError:
+            ino = None
+        if self._readonly is not None and self._readonly_ino != ino:
+            self._readonly.close()
+            self._readonly = None
+        if self._readonly is None and ino is not None:
+            self._readonly = Catalog.open_readonly(self._catalog_path)
+            self._readonly_ino = ino
+        return self._readonly
 
     def __enter__(self) -> Store:
         return self
@@ -111,16 +129,11 @@ class Store:
                 data = (self.root / CONFIG_FILE).read_bytes()
             except FileNotFoundError:
                 data = b""
-            sha = blob_sha(data)
-            cat = Catalog.open_readonly(self._catalog_path)
-            try:
-                if cat is not None and cat.meta("config_blob") == sha:
-                    cached = cat.meta("config")
-                    if cached:
-                        self._config = Config.from_json(cached)
-            finally:
-                if cat is not None:
-                    cat.close()
+            cat = self._read_only_catalog()
+            if cat is not None and cat.meta("config_blob") == blob_sha(data):
+                cached = cat.meta("config")
+                if cached:
+                    self._config = Config.from_json(cached)
             if self._config is None:
                 from jobstate.config import config_from_yaml_dict  # noqa: PLC0415
                 from jobstate.yamlio import loads  # noqa: PLC0415
@@ -165,12 +178,12 @@ class Store:
 
     # ----------------------------------------------------------------- catalog
     def read_catalog(self) -> Catalog | None:
-        """The catalog if it matches HEAD exactly, for lock-free lookups; else None. Read-only."""
-        cat = Catalog.open_readonly(self._catalog_path)
-        if cat is None:
-            return None
-        if cat.meta("head") != (self.git.head_commit() or "") or self.interrupted():
-            cat.close()
+        """The catalog if it matches HEAD exactly, for lock-free lookups; else None. Read-only.
+
+        The connection belongs to the store (``close()`` releases it): do not close it.
+        """
+        cat = self._read_only_catalog()
+        if cat is None or cat.meta("head") != (self.git.head_commit() or "") or self.interrupted():
             return None
         return cat
 
