@@ -25,11 +25,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 demo: $(STAMP)
-	$(BIN)/python -m jobstate.demo
+	$(BIN)/python -m jobstate_demo.demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check jobstate tests bench
-	$(BIN)/ruff format --check jobstate tests bench
+	$(BIN)/ruff check jobstate jobstate_demo tests bench
+	$(BIN)/ruff format --check jobstate jobstate_demo tests bench
 	$(BIN)/mypy
 
 bench: $(STAMP)
@@ -43,7 +43,7 @@ bench: $(STAMP)
 JOBSTATE ?= $(BIN)/jobstate
 REPO ?= .
 VENDOR_URL ?= http://127.0.0.1:8765
-VENDOR_STEP = $(BIN)/python -m jobstate.vendor_sim step --url $(VENDOR_URL)
+VENDOR_STEP = $(BIN)/python -m jobstate_demo.vendor_sim step --url $(VENDOR_URL)
 need = $(if $($(1)),,$(error $(1) is required, e.g. make $@ $(1)=...))
 
 allocate: $(STAMP)

@@ -76,7 +76,7 @@ def make_repo(parent: Path, episodes: int) -> Path:
 
 def bench_allocate() -> None:
     from jobstate.allocation import allocate
-    from jobstate.periods import parse_period
+    from jobstate.core.periods import parse_period
     from jobstate.store import Store
 
     print("== allocate (library API; baseline: write one file, git add + git commit, same repo;")
@@ -196,8 +196,8 @@ def make_verify_repo(parent: Path, episodes: int, big: int, big_bytes: int) -> t
 
 
 def bench_verify() -> None:
+    from jobstate.git.snapshot import WorkTree
     from jobstate.hashing import hash_files
-    from jobstate.snapshot import WorkTree
     from jobstate.verify import collect, verify
 
     episodes = int(os.environ.get("BENCH_VERIFY_EPISODES", "10000"))
@@ -242,7 +242,7 @@ _REMOTE_WORKER = """
 import sys
 from pathlib import Path
 from jobstate.allocation import allocate
-from jobstate.periods import parse_period
+from jobstate.core.periods import parse_period
 from jobstate.store import Store
 repo, tag, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 week = parse_period("2026-W32")

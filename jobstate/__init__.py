@@ -16,12 +16,13 @@ from jobstate.errors import (
     SubmissionUnknown,
     UsageError,
 )
-
-__version__ = "0.1.0"
+from jobstate.version import __version__
 
 if TYPE_CHECKING:
-    from jobstate.allocation import Allocation, allocate
-    from jobstate.periods import Period, parse_period, period_of
+    from jobstate.allocation import allocate
+    from jobstate.core.periods import Period, parse_period, period_of
+    from jobstate.core.records import Allocation
+    from jobstate.paid import paid_step
     from jobstate.store import Store
     from jobstate.store import open_store as open  # noqa: A004
 
@@ -36,18 +37,21 @@ __all__ = [
     "Store",
     "SubmissionUnknown",
     "UsageError",
+    "__version__",
     "allocate",
     "open",
+    "paid_step",
     "parse_period",
     "period_of",
 ]
 
 _LAZY = {
-    "Allocation": ("jobstate.allocation", "Allocation"),
+    "Allocation": ("jobstate.core.records", "Allocation"),
     "allocate": ("jobstate.allocation", "allocate"),
-    "Period": ("jobstate.periods", "Period"),
-    "parse_period": ("jobstate.periods", "parse_period"),
-    "period_of": ("jobstate.periods", "period_of"),
+    "paid_step": ("jobstate.paid", "paid_step"),
+    "Period": ("jobstate.core.periods", "Period"),
+    "parse_period": ("jobstate.core.periods", "parse_period"),
+    "period_of": ("jobstate.core.periods", "period_of"),
     "Store": ("jobstate.store", "Store"),
     "open": ("jobstate.store", "open_store"),
 }
@@ -55,7 +59,7 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        import importlib  # noqa: PLC0415
+        import importlib  # noqa: PLC0415 - the package's own lazy-import boundary
 
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)

@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from jobstate.cli import main
+from jobstate.main import main
 
 raise SystemExit(main())

@@ -6,10 +6,9 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from jobstate.core.layout import CONFIG_FILE
+from jobstate.core.periods import KINDS
 from jobstate.errors import StateInvalid
-from jobstate.periods import KINDS
-
-CONFIG_FILE = "jobstate.yaml"
 
 
 @dataclass(frozen=True)

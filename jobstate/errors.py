@@ -14,6 +14,7 @@ ALLOCATION_CONFLICT = 4
 EPISODE_UNKNOWN = 5
 SUBMISSION_UNKNOWN = 6
 STATE_INVALID = 7
+INTERRUPTED = 130  # SIGINT, as shells report it
 
 EXIT_CODES: dict[int, str] = {
     OK: "ok",
@@ -24,6 +25,7 @@ EXIT_CODES: dict[int, str] = {
     EPISODE_UNKNOWN: "episode unknown or not committed",
     SUBMISSION_UNKNOWN: "submission state unknown",
     STATE_INVALID: "state on disk invalid",
+    INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
 
@@ -90,3 +92,27 @@ class VerifyFailed(JobstateError):
     """verify found problems (raised only where a caller asked for an exception)."""
 
     exit_code = VERIFY_PROBLEMS
+
+
+class GitError(JobstateError, RuntimeError):
+    """A git command failed in a way jobstate cannot recover from by itself."""
+
+
+class IndexBusy(JobstateError, TimeoutError):
+    """Another git command holds ``.git/index.lock``."""
+
+    exit_code = LOCK_OR_REMOTE
+
+
+class StepAlreadyCompleted(JobstateError):
+    """The step finished earlier; nothing is run or paid again (exit 0)."""
+
+    exit_code = OK
+
+
+class CommandFailed(JobstateError):
+    """The command run by ``jobstate run`` failed; its exit code is passed on."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.exit_code = code

@@ -1,4 +1,4 @@
-"""Chunked, parallel sha256 of artifacts, from files or from Git blobs.
+"""Chunked, parallel sha256 of artifact files, and the progress line.
 
 hashlib releases the GIL while it hashes a chunk and so do pipe reads, so a
 thread per core is enough to use every core. Nothing here writes.
@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -92,79 +91,3 @@ def hash_files(
 
     with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
         return dict(zip(items, pool.map(one, items), strict=True))
-
-
-class BlobHasher:
-    """Hashes Git blobs by streaming them out of one ``git cat-file --batch`` per thread."""
-
-    def __init__(self, cwd: Path, progress: Progress | None = None) -> None:
-        self.cwd = cwd
-        self.progress = progress
-        self._local = threading.local()
-        self._procs: list[subprocess.Popen[bytes]] = []
-        self._lock = threading.Lock()
-
-    def _proc(self) -> subprocess.Popen[bytes]:
-        proc: subprocess.Popen[bytes] | None = getattr(self._local, "proc", None)
-        if proc is None:
-            proc = subprocess.Popen(
-                ["git", "cat-file", "--batch"],
-                cwd=self.cwd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-            )
-            self._local.proc = proc
-            with self._lock:
-                self._procs.append(proc)
-        return proc
-
-    def hash(self, sha: str) -> Digest:
-        """(sha256, size) of the blob ``sha``."""
-        proc = self._proc()
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        proc.stdin.write(sha.encode("ascii") + b"\n")
-        proc.stdin.flush()
-        header = proc.stdout.readline().split()
-        if len(header) != 3:
-            raise OSError(f"blob {sha} is missing")
-        remaining = int(header[2])
-        digest = hashlib.sha256()
-        size = remaining
-        while remaining:
-            chunk = proc.stdout.read(min(CHUNK, remaining))
-            if not chunk:
-                raise OSError(f"blob {sha} was cut short")
-            digest.update(chunk)
-            remaining -= len(chunk)
-            if self.progress is not None:
-                self.progress.add(len(chunk))
-        proc.stdout.read(1)  # the newline after each object
-        return digest.hexdigest(), size
-
-    def hash_many(self, shas: Iterable[str], workers: int | None = None) -> dict[str, Digest | OSError]:
-        """Hash many blobs in parallel."""
-        items = list(dict.fromkeys(shas))
-
-        def one(sha: str) -> Digest | OSError:
-            try:
-                return self.hash(sha)
-            except OSError as exc:
-                return exc
-
-        with ThreadPoolExecutor(max_workers=workers or default_workers()) as pool:
-            return dict(zip(items, pool.map(one, items), strict=True))
-
-    def close(self) -> None:
-        """Stop every cat-file process."""
-        for proc in self._procs:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
-        self._procs.clear()
-
-
-ProgressFactory = Callable[[int], Progress]

@@ -13,12 +13,18 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobstate import __version__
+from jobstate.core.clock import format_time
+from jobstate.core.layout import HISTORY, STATE
+from jobstate.core.names import validate_artifact_path
+from jobstate.core.periods import parse_period
+from jobstate.core.records import episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import AllocationConflict, ConcurrentUpdate, StateInvalid, UsageError, VerifyFailed
 from jobstate.hashing import sha256_file
-from jobstate.ledger import validate_artifact_path
-from jobstate.periods import parse_period
-from jobstate.store import HISTORY, STATE, Store, format_time
+from jobstate.store import Store
+from jobstate.transaction import commit, locked, sync_remote
+from jobstate.verify import verify
+from jobstate.version import __version__
+from jobstate.yamlio import dumps, load_file, loads
 
 
 @dataclass
@@ -38,7 +44,6 @@ class Move:
 
 def _legacy_weeks(store: Store) -> tuple[list[str], list[str]]:
     """Week-only names in state/ and history/ that have no episode_id yet."""
-    from jobstate.yamlio import load_file  # noqa: PLC0415
 
     def is_week(name: str) -> bool:
         try:
@@ -85,9 +90,6 @@ def _header(week: str, new_id: str, original: dict[str, Any], migrated_at: str, 
 
 def _rewrite(rel: str, text: bytes, week: str, new_id: str, migrated_at: str, *, history: bool) -> bytes:
     """The migrated file: new fields on top, then the original text byte for byte."""
-    from jobstate.records import episode_from_yaml_dict, history_from_yaml_dict  # noqa: PLC0415
-    from jobstate.yamlio import dumps, loads  # noqa: PLC0415
-
     original = loads(text, rel)
     if not isinstance(original, dict):
         raise StateInvalid(f"{rel}: expected a mapping")
@@ -146,8 +148,6 @@ def plan(store: Store, migrated_at: str) -> list[Move]:
 
 
 def _check_artifacts(store: Store, week: str, rel: str) -> None:
-    from jobstate.yamlio import load_file  # noqa: PLC0415
-
     data = load_file(store.path(rel), rel)
     found = data.get("artifacts") if isinstance(data, dict) else None
     if not found:
@@ -215,10 +215,7 @@ def _refuse_dirty(store: Store) -> None:
 
 
 def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
-    from jobstate.commits import commit, sync_remote  # noqa: PLC0415
-    from jobstate.verify import verify  # noqa: PLC0415
-
-    with store.locked():
+    with locked(store):
         sync_remote(store, drop_uncommitted=False)
         _refuse_dirty(store)
         moves = plan(store, migrated_at)

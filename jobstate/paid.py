@@ -11,44 +11,34 @@ A step whose intent was committed but whose acceptance was never recorded is
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
-from jobstate.errors import EpisodeUnknown, JobstateError, StateInvalid, SubmissionUnknown, UsageError
-from jobstate.hashing import sha256_file
-from jobstate.ledger import (
-    check_cost_entry,
-    idempotency_key,
-    totals,
-    validate_amount,
-    validate_artifact_path,
-    validate_currency,
-    validate_remote_ref,
-    validate_step,
+from jobstate.catalog import Catalog
+from jobstate.core.clock import format_time
+from jobstate.core.keys import idempotency_key
+from jobstate.core.layout import ARTIFACTS, COSTS, SUBMISSIONS, episode_dir, episode_path, history_path
+from jobstate.core.money import validate_amount, validate_currency
+from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
+from jobstate.core.periods import parse_episode_id
+from jobstate.core.records import Episode
+from jobstate.episode_files import artifacts, cost_entries, record_change, submissions
+from jobstate.errors import (
+    EpisodeUnknown,
+    JobstateError,
+    StateInvalid,
+    StepAlreadyCompleted,
+    SubmissionUnknown,
+    UsageError,
 )
-from jobstate.periods import parse_episode_id
-from jobstate.records import Episode
-
-if TYPE_CHECKING:
-    from jobstate.catalog import Catalog
-    from jobstate.commits import Change
-    from jobstate.store import Store
-
-T = TypeVar("T")
-
-SUBMISSIONS = "submissions.yaml"
-COSTS = "costs.yaml"
-ARTIFACTS = "artifacts.yaml"
-APPROVAL = "approval.yaml"
-
-
-class StepAlreadyCompleted(JobstateError):
-    """The step finished earlier; nothing is run or paid again (exit 0)."""
-
-    exit_code = 0
+from jobstate.hashing import sha256_file
+from jobstate.lock import FileLock
+from jobstate.store import Store
+from jobstate.transaction import StateChange, sync, transact
 
 
 def guard(store: Store, episode_id: str) -> Episode:
@@ -61,13 +51,13 @@ def guard(store: Store, episode_id: str) -> Episode:
     except UsageError as exc:
         raise EpisodeUnknown(f"{exc}; a paid step needs an explicit, allocated episode ID") from None
     store.require_initialized()
-    directory = f"state/{episode_id}"
-    if not store.path(f"{directory}/episode.yaml").is_file():
+    directory = episode_dir(episode_id)
+    if not store.path(episode_path(episode_id)).is_file():
         raise EpisodeUnknown(
             f"episode {episode_id} does not exist; allocate it first with: "
             "jobstate allocate --key KEY --date YYYY-MM-DD"
         )
-    if not store.git.in_head(f"{directory}/episode.yaml"):
+    if not store.git.in_head(episode_path(episode_id)):
         raise EpisodeUnknown(
             f"episode {episode_id} is not committed; run the same jobstate allocate again to commit it"
         )
@@ -77,81 +67,9 @@ def guard(store: Store, episode_id: str) -> Episode:
             f"{dirty[0][1]} in episode {episode_id} is uncommitted or untracked; commit or remove it "
             f"before a paid step (git status -- {directory})"
         )
-    if store.path(f"history/{episode_id}.yaml").exists():
+    if store.path(history_path(episode_id)).exists():
         raise EpisodeUnknown(f"episode {episode_id} is already completed; nothing more can be paid for it")
     return store.episode(episode_id)
-
-
-def _load(store: Store, episode_id: str, name: str, empty: dict[str, Any]) -> dict[str, Any]:
-    from jobstate.yamlio import load_file  # noqa: PLC0415
-
-    rel = f"state/{episode_id}/{name}"
-    path = store.path(rel)
-    if not path.exists():
-        return empty
-    data = load_file(path, rel)
-    if not isinstance(data, dict) or data.get("schema") != 1:
-        raise StateInvalid(f"{rel}: expected a mapping with schema: 1")
-    return data
-
-
-def submissions(store: Store, episode_id: str) -> dict[str, list[dict[str, Any]]]:
-    """Attempts per step, from submissions.yaml. Read-only."""
-    data = _load(store, episode_id, SUBMISSIONS, {"schema": 1, "steps": {}})
-    steps = data.get("steps")
-    if not isinstance(steps, dict) or not all(isinstance(v, list) for v in steps.values()):
-        raise StateInvalid(f"state/{episode_id}/{SUBMISSIONS}: 'steps' must map step names to lists of attempts")
-    return steps
-
-
-def cost_entries(store: Store, episode_id: str) -> list[dict[str, Any]]:
-    """The cost ledger of an episode. Read-only."""
-    rel = f"state/{episode_id}/{COSTS}"
-    data = _load(store, episode_id, COSTS, {"schema": 1, "entries": []})
-    entries = data.get("entries")
-    if not isinstance(entries, list):
-        raise StateInvalid(f"{rel}: 'entries' must be a list")
-    return [check_cost_entry(e, rel) for e in entries]
-
-
-def artifacts(store: Store, episode_id: str) -> dict[str, dict[str, Any]]:
-    """Recorded artifacts: relative path -> {sha256, size, step}. Read-only."""
-    data = _load(store, episode_id, ARTIFACTS, {"schema": 1, "artifacts": {}})
-    found = data.get("artifacts")
-    if not isinstance(found, dict):
-        raise StateInvalid(f"state/{episode_id}/{ARTIFACTS}: 'artifacts' must be a mapping")
-    return found
-
-
-def approval(store: Store, episode_id: str) -> dict[str, Any] | None:
-    """The latest approval decision, or None. Read-only."""
-    data = _load(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
-    decisions = data.get("decisions")
-    if not isinstance(decisions, list):
-        raise StateInvalid(f"state/{episode_id}/{APPROVAL}: 'decisions' must be a list")
-    return decisions[-1] if decisions else None
-
-
-def record_change(
-    store: Store,
-    episode_id: str,
-    records: dict[str, Any],
-    message: str,
-    *,
-    result: T = None,  # type: ignore[assignment]
-    extra: tuple[str, ...] = (),
-) -> Change[T]:
-    """A change that writes YAML records (a name in the episode directory, or a repository path)
-    and commits them with ``extra`` work-tree files (artifacts) as they are."""
-    from jobstate.commits import Change  # noqa: PLC0415
-    from jobstate.yamlio import dumps  # noqa: PLC0415
-
-    files: dict[str, bytes | None] = {}
-    for name, data in records.items():
-        files[name if "/" in name else f"state/{episode_id}/{name}"] = dumps(data)
-    for rel in extra:
-        files[rel] = store.path(rel).read_bytes()
-    return Change(result, files, message)
 
 
 def resolve_command(episode_id: str, step: str) -> str:
@@ -196,15 +114,15 @@ class PaidStep:
     def _update(self, message: str, change: dict[str, Any]) -> None:
         eid = self.episode.episode_id
 
-        def decide(_cat: Catalog) -> Change[None]:
+        def decide(_cat: Catalog) -> StateChange[None]:
             steps = submissions(self.store, eid)
             attempts = steps.get(self.step, [])
             if not attempts or attempts[-1].get("attempt") != self.attempt:
-                raise StateInvalid(f"state/{eid}/{SUBMISSIONS}: attempt {self.attempt} of {self.step} vanished")
+                raise StateInvalid(f"{episode_dir(eid)}/{SUBMISSIONS}: attempt {self.attempt} of {self.step} vanished")
             attempts[-1].update(change)
             return record_change(self.store, eid, {SUBMISSIONS: {"schema": 1, "steps": steps}}, message)
 
-        self.store.transact(decide)
+        transact(self.store, decide)
         self._attempt.update(change)
 
     def accepted(self, remote_ref: str) -> None:
@@ -239,7 +157,7 @@ class PaidStep:
         ref = validate_remote_ref(remote_ref) if remote_ref is not None else self.remote_ref
         eid = self.episode.episode_id
 
-        def decide(_cat: Catalog) -> Change[None]:
+        def decide(_cat: Catalog) -> StateChange[None]:
             entries = cost_entries(self.store, eid)
             if ref is not None and any(e.get("remote_ref") == ref and e["step"] == self.step for e in entries):
                 return record_change(self.store, eid, {}, "")  # already in the ledger: nothing to write
@@ -251,7 +169,7 @@ class PaidStep:
                 f"cost {eid} {self.step}: {amount} {currency} ({ref or 'no remote task'})",
             )
 
-        self.store.transact(decide)
+        transact(self.store, decide)
 
     def artifact(self, path: str) -> dict[str, Any]:
         """Record (sha256 and size) and commit a file the step wrote inside the episode directory."""
@@ -269,7 +187,7 @@ class PaidStep:
         eid = self.episode.episode_id
         record = {"sha256": digest, "size": size, "step": self.step}
 
-        def decide(_cat: Catalog) -> Change[None]:
+        def decide(_cat: Catalog) -> StateChange[None]:
             found = artifacts(self.store, eid)
             found[rel] = record
             return record_change(
@@ -280,12 +198,10 @@ class PaidStep:
                 extra=(f"{self.episode.directory}/{rel}",),
             )
 
-        self.store.transact(decide)
+        transact(self.store, decide)
         return record
 
     def _now(self) -> str:
-        from jobstate.store import format_time  # noqa: PLC0415
-
         return format_time(self.store.now())
 
 
@@ -299,10 +215,8 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
     """
     validate_step(step)
     if store.remote is not None or store.interrupted():
-        store.sync()  # finish what a killed jobstate left; with a remote, the episode may be from another host
+        sync(store)  # finish what a killed jobstate left; with a remote, the episode may be from another host
     guard(store, episode_id)  # before any credential or vendor client
-    from jobstate.lock import FileLock  # noqa: PLC0415
-
     step_lock = FileLock(store.private / "steps" / f"{episode_id}.{step}.lock", timeout=0)
     try:
         step_lock.__enter__()
@@ -326,9 +240,7 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
 
 
 def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
-    from jobstate.store import format_time  # noqa: PLC0415
-
-    def decide(_cat: Catalog) -> Change[PaidStep]:
+    def decide(_cat: Catalog) -> StateChange[PaidStep]:
         episode = guard(store, episode_id)  # again, under the lock
         steps = submissions(store, episode_id)
         attempts = steps.setdefault(step, [])
@@ -349,10 +261,8 @@ def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
         if last is not None and state == "accepted":
             return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))
         if state not in (None, "not-submitted"):
-            raise StateInvalid(f"state/{episode_id}/{SUBMISSIONS}: unknown state {state!r} for step {step}")
+            raise StateInvalid(f"{episode_dir(episode_id)}/{SUBMISSIONS}: unknown state {state!r} for step {step}")
         number = 1 if last is None else int(last["attempt"]) + 1
-        import socket  # noqa: PLC0415
-
         attempt = {
             "attempt": number,
             "idempotency_key": idempotency_key(episode_id, episode.allocation_key, step, number),
@@ -370,7 +280,7 @@ def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
             result=PaidStep(store, episode, step, attempt),
         )
 
-    return store.transact(decide)
+    return transact(store, decide)
 
 
 def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, by: str, reason: str) -> str:
@@ -379,9 +289,8 @@ def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, b
     if not by.strip() or not reason.strip():
         raise UsageError("resolve needs --by NAME and --reason TEXT: the decision is recorded for review")
     ref = validate_remote_ref(accepted) if accepted is not None else None
-    from jobstate.store import format_time  # noqa: PLC0415
 
-    def decide(_cat: Catalog) -> Change[str]:
+    def decide(_cat: Catalog) -> StateChange[str]:
         guard(store, episode_id)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
@@ -405,71 +314,4 @@ def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, b
             result=outcome,
         )
 
-    return store.transact(decide)
-
-
-def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, reason: str = "") -> dict[str, Any]:
-    """Record an approval (or rejection) of the episode's output and commit it."""
-    if not by.strip():
-        raise UsageError("approve needs --by NAME")
-    if reject and not reason.strip():
-        raise UsageError("a rejection needs --reason TEXT")
-    from jobstate.store import format_time  # noqa: PLC0415
-
-    def decide(_cat: Catalog) -> Change[dict[str, Any]]:
-        guard(store, episode_id)
-        _refuse_open_steps(store, episode_id, "approve")
-        data = _load(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
-        decision = {"status": "rejected" if reject else "approved", "by": by, "at": format_time(store.now())}
-        if reason:
-            decision["reason"] = reason
-        data["decisions"] = [*data.get("decisions", []), decision]
-        message = f"{decision['status']} {episode_id} by {by}"
-        return record_change(store, episode_id, {APPROVAL: data}, message, result=decision)
-
-    return store.transact(decide)
-
-
-def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
-    for step, attempts in submissions(store, episode_id).items():
-        state = attempts[-1].get("state") if attempts else None
-        if state == "intent":
-            raise SubmissionUnknown(
-                f"cannot {action} {episode_id}: step {step} is unknown; run: {resolve_command(episode_id, step)}"
-            )
-        if state == "accepted":
-            raise UsageError(
-                f"cannot {action} {episode_id}: step {step} is still running at the vendor "
-                f"({attempts[-1].get('remote_ref')}); run the step again to collect it"
-            )
-
-
-def complete(store: Store, episode_id: str) -> dict[str, Any]:
-    """Write and commit history/<id>.yaml; refuses while a step is unknown or the episode unapproved."""
-    from jobstate.store import format_time  # noqa: PLC0415
-
-    def decide(_cat: Catalog) -> Change[dict[str, Any]]:
-        if store.path(f"history/{episode_id}.yaml").exists():
-            raise StepAlreadyCompleted(f"episode {episode_id} is already completed")
-        episode = guard(store, episode_id)
-        _refuse_open_steps(store, episode_id, "complete")
-        decision = approval(store, episode_id)
-        if decision is None or decision.get("status") != "approved":
-            raise UsageError(
-                f"episode {episode_id} is not approved; approve it first: "
-                f"jobstate approve --episode {episode_id} --by NAME"
-            )
-        refs = {str(a["remote_ref"]) for s in submissions(store, episode_id).values() for a in s if a.get("remote_ref")}
-        record = {
-            **episode.to_yaml_dict(),
-            "status": "completed",
-            "completed_at": format_time(store.now()),
-            "approval": decision,
-            "remote_refs": sorted(refs),
-            "cost_totals": totals(cost_entries(store, episode_id)),
-            "artifacts": artifacts(store, episode_id),
-        }
-        path = f"history/{episode_id}.yaml"
-        return record_change(store, episode_id, {path: record}, f"complete {episode_id}", result=record)
-
-    return store.transact(decide)
+    return transact(store, decide)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobstate.config import CONFIG_FILE, DEFAULT_CONFIG_TEXT
+from jobstate.config import DEFAULT_CONFIG_TEXT
+from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE
 from jobstate.errors import UsageError
-from jobstate.gitrepo import find_root, init_repository
-from jobstate.store import HISTORY, PRIVATE, STATE, Store
+from jobstate.git.repo import find_root, init_repository
+from jobstate.store import Store
+from jobstate.transaction import StateChange, transact
 
 
 def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
@@ -46,7 +48,5 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
     store = Store(root)
     if not files:
         return store, False
-    from jobstate.commits import Change  # noqa: PLC0415
-
-    store.transact(lambda _cat: Change(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
+    transact(store, lambda _cat: StateChange(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
     return store, True

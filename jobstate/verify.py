@@ -14,12 +14,15 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
+from jobstate.core.layout import RECORD_FILES
+from jobstate.core.money import check_cost_entry, totals
+from jobstate.core.names import validate_artifact_path
+from jobstate.core.periods import parse_period
+from jobstate.core.records import episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
+from jobstate.git.snapshot import Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
-from jobstate.ledger import RECORD_FILES, check_cost_entry, totals, validate_artifact_path
-from jobstate.periods import parse_period
-from jobstate.records import episode_from_yaml_dict, history_from_yaml_dict
-from jobstate.snapshot import Revision, Snapshot, WorkTree, git_read, is_bare, locate
+from jobstate.yamlio import loads
 
 _LEGACY_FIELDS = ("remote_tasks", "approval", "costs", "completed_at", "artifacts")
 
@@ -107,8 +110,6 @@ def _size(n: int) -> str:
 
 
 def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
-    from jobstate.yamlio import loads  # noqa: PLC0415
-
     try:
         return loads(snap.read(path), path)
     except StateInvalid as exc:

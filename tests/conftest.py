@@ -13,7 +13,7 @@ import pytest
 
 import jobstate.setup_repo
 import jobstate.store
-from jobstate.gitrepo import find_root
+from jobstate.git.repo import find_root
 from jobstate.setup_repo import init
 from jobstate.store import Store
 

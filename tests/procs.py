@@ -15,7 +15,7 @@ import os, sys, time
 gate = sys.argv[1]
 while not os.path.exists(gate):
     time.sleep(0.001)
-from jobstate.cli import main
+from jobstate.main import main
 raise SystemExit(main(sys.argv[2:]))
 """
 

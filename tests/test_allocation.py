@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation import allocate
+from jobstate.core.periods import parse_period
 from jobstate.errors import AllocationConflict, JobstateError, StateInvalid, UsageError
-from jobstate.periods import parse_period
 from jobstate.store import Store
 from jobstate.yamlio import dumps
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobstate.periods import parse_period
+from jobstate.core.periods import parse_period
 from jobstate.store import Store
 
 from .conftest import committed_files, git, status

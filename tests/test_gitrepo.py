@@ -6,7 +6,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobstate.gitrepo import BLOB_MODE, TREE_MODE, GitRepo, blob_sha
+from jobstate.git.objects import BLOB_MODE, TREE_MODE, blob_sha
+from jobstate.git.repo import GitRepo
 
 from .conftest import git
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.hashing import BlobHasher, Progress, hash_files
+from jobstate.git.blobs import BlobHasher
+from jobstate.hashing import Progress, hash_files
 
 from .conftest import git
 

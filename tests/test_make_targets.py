@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.vendor_sim import VendorSimulator
+from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import status
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation import allocate
-from jobstate.periods import parse_period
+from jobstate.core.periods import parse_period
 from jobstate.store import Store
 from jobstate.yamlio import loads
 

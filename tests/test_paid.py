@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation import allocate
-from jobstate.errors import EpisodeUnknown, LockTimeout, SubmissionUnknown, UsageError
-from jobstate.paid import StepAlreadyCompleted, approve, complete, cost_entries, resolve, submissions
-from jobstate.periods import parse_period
+from jobstate.core.periods import parse_period
+from jobstate.episode_files import cost_entries, submissions
+from jobstate.errors import EpisodeUnknown, LockTimeout, StepAlreadyCompleted, SubmissionUnknown, UsageError
+from jobstate.paid import paid_step, resolve
+from jobstate.review import approve, complete
 from jobstate.store import Store
-from jobstate.vendor_sim import VendorSimulator, submit
+from jobstate_demo.vendor_sim import VendorSimulator, submit
 
 from .conftest import FIXED, git, run_cli, status
 
@@ -71,7 +73,7 @@ def test_guard_refuses_before_credentials_or_client(store: Store, repo: Path, ep
         _dirty_modified(repo, episode)
     head = git(repo, "rev-parse", "HEAD")
     spy = Spy()
-    with pytest.raises(EpisodeUnknown) as info, store.paid_step(target, "generate"):
+    with pytest.raises(EpisodeUnknown) as info, paid_step(store, target, "generate"):
         spy.load_credentials()
         spy.client()
     assert info.value.exit_code == 5
@@ -80,7 +82,7 @@ def test_guard_refuses_before_credentials_or_client(store: Store, repo: Path, ep
 
 
 def test_no_paid_or_state_command_creates_an_episode(repo: Path, vendor: VendorSimulator) -> None:
-    cmd = [sys.executable, "-m", "jobstate.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
+    cmd = [sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
     for args in (
         ["run", "--episode", "2026-W32-0", "--step", "generate", "--", *cmd],
         ["approve", "--episode", "2026-W32-0", "--by", "ed"],
@@ -97,7 +99,7 @@ def test_no_paid_or_state_command_creates_an_episode(repo: Path, vendor: VendorS
 def test_happy_path_records_intent_ref_cost_artifact(
     store: Store, repo: Path, episode: str, vendor: VendorSimulator
 ) -> None:
-    with store.paid_step(episode, "generate") as step:
+    with paid_step(store, episode, "generate") as step:
         assert step.remote_ref is None
         key = step.idempotency_key
         task = submit(vendor.url, {"kind": "generate"}, step.idempotency_key)
@@ -114,17 +116,17 @@ def test_happy_path_records_intent_ref_cost_artifact(
     log = git(repo, "log", "--format=%s")
     assert "intent 2026-W32-0 generate attempt 1" in log
     assert "accept 2026-W32-0 generate attempt 1: remote task task-1" in log
-    with pytest.raises(StepAlreadyCompleted), store.paid_step(episode, "generate"):
+    with pytest.raises(StepAlreadyCompleted), paid_step(store, episode, "generate"):
         pytest.fail("a completed step must not run again")
     assert len(vendor.charges()) == 1
 
 
 def test_idempotency_key_is_deterministic_per_attempt(store: Store, episode: str) -> None:
-    with pytest.raises(RuntimeError), store.paid_step(episode, "generate") as step:
+    with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
         first = step.idempotency_key
         step.not_submitted("vendor said 503")
         raise RuntimeError("refused")
-    with pytest.raises(RuntimeError), store.paid_step(episode, "generate") as step:
+    with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
         assert step.attempt == 2
         assert step.idempotency_key != first
         raise RuntimeError("again")
@@ -136,12 +138,12 @@ def test_idempotency_key_is_deterministic_per_attempt(store: Store, episode: str
 def test_body_raising_after_accept_keeps_ref_and_next_run_resumes(
     store: Store, episode: str, vendor: VendorSimulator
 ) -> None:
-    with pytest.raises(ConnectionError), store.paid_step(episode, "generate") as step:
+    with pytest.raises(ConnectionError), paid_step(store, episode, "generate") as step:
         task = submit(vendor.url, {"kind": "generate"}, step.idempotency_key)
         step.accepted(str(task["task_id"]))
         raise ConnectionError("lost the connection while waiting")
     spy = Spy()
-    with store.paid_step(episode, "generate") as step:
+    with paid_step(store, episode, "generate") as step:
         assert step.remote_ref == "task-1"
         assert step.resumed
         spy.load_credentials()
@@ -151,10 +153,10 @@ def test_body_raising_after_accept_keeps_ref_and_next_run_resumes(
 
 
 def test_body_raising_before_accept_is_unknown_then_refused(store: Store, episode: str) -> None:
-    with pytest.raises(TimeoutError), store.paid_step(episode, "generate"):
+    with pytest.raises(TimeoutError), paid_step(store, episode, "generate"):
         raise TimeoutError("no answer from the vendor")
     spy = Spy()
-    with pytest.raises(SubmissionUnknown) as info, store.paid_step(episode, "generate"):
+    with pytest.raises(SubmissionUnknown) as info, paid_step(store, episode, "generate"):
         spy.load_credentials()
     assert info.value.exit_code == 6
     assert "jobstate resolve --episode 2026-W32-0 --step generate" in str(info.value)
@@ -164,10 +166,11 @@ def test_body_raising_before_accept_is_unknown_then_refused(store: Store, episod
 _KILLED_BODY = """
 import sys, time
 from pathlib import Path
+from jobstate.paid import paid_step
 from jobstate.store import Store
-from jobstate.vendor_sim import submit
+from jobstate_demo.vendor_sim import submit
 store = Store(Path(sys.argv[1]))
-with store.paid_step(sys.argv[2], "generate") as step:
+with paid_step(store, sys.argv[2], "generate") as step:
     if sys.argv[4] == "submit":
         submit(sys.argv[3], {"kind": "generate"}, step.idempotency_key)
     print("between intent and accept", flush=True)
@@ -189,7 +192,7 @@ def test_sigkill_between_intent_and_accept_then_resolve_charges_once(
         assert proc.stdout.readline() == "between intent and accept\n"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    cmd = ["--", sys.executable, "-m", "jobstate.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
+    cmd = ["--", sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
     refused = run_cli("run", "--episode", episode, "--step", "generate", *cmd, cwd=repo)
     assert refused.returncode == 6
     assert f"jobstate resolve --episode {episode} --step generate" in refused.stderr
@@ -241,7 +244,7 @@ def test_run_passes_environment_and_exit_code(repo: Path, episode: str) -> None:
 
 def test_run_resume_sets_remote_ref(repo: Path, episode: str, vendor: VendorSimulator) -> None:
     vendor.arm_fault("drop_after_accept")
-    cmd = ["--", sys.executable, "-m", "jobstate.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
+    cmd = ["--", sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
     assert run_cli("run", "--episode", episode, "--step", "generate", *cmd, cwd=repo).returncode == 75
     run_cli(
         "resolve",
@@ -264,7 +267,7 @@ def test_run_resume_sets_remote_ref(repo: Path, episode: str, vendor: VendorSimu
 
 
 def test_ledger_totals_are_exact_and_floats_refused(store: Store, episode: str) -> None:
-    with store.paid_step(episode, "generate") as step:
+    with paid_step(store, episode, "generate") as step:
         for i in range(3):
             step.cost("0.10", "USD", remote_ref=f"t-{i}")
         step.cost("7.5", "EUR", remote_ref="t-e")
@@ -289,7 +292,7 @@ def test_artifact_paths_that_escape_are_rejected(
     outside = tmp_path / "secret.txt"
     outside.write_text("secret")
     edir = repo / "state" / episode
-    with pytest.raises(RuntimeError), store.paid_step(episode, "generate") as step:
+    with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
         (edir / "link-out").symlink_to(outside)
         (edir / "dir").mkdir()
         with pytest.raises(UsageError):
@@ -312,7 +315,7 @@ def test_two_processes_same_step_do_not_both_submit(repo: Path, episode: str, ve
         "--",
         sys.executable,
         "-m",
-        "jobstate.vendor_sim",
+        "jobstate_demo.vendor_sim",
         "step",
         "--url",
         vendor.url,
@@ -329,13 +332,13 @@ def test_two_processes_same_step_do_not_both_submit(repo: Path, episode: str, ve
 
 
 def test_held_step_lock_names_the_runner(store: Store, episode: str) -> None:
-    with store.paid_step(episode, "generate"), pytest.raises(LockTimeout, match="already running"):  # noqa: SIM117
-        with Store(store.root).paid_step(episode, "generate"):
+    with paid_step(store, episode, "generate"), pytest.raises(LockTimeout, match="already running"):  # noqa: SIM117
+        with paid_step(Store(store.root), episode, "generate"):
             pytest.fail("second runner must not start")
 
 
 def test_complete_refuses_unknown_and_unapproved(store: Store, repo: Path, episode: str) -> None:
-    with pytest.raises(TimeoutError), store.paid_step(episode, "generate"):
+    with pytest.raises(TimeoutError), paid_step(store, episode, "generate"):
         raise TimeoutError
     with pytest.raises(SubmissionUnknown):
         complete(store, episode)
@@ -352,7 +355,7 @@ def test_complete_refuses_unknown_and_unapproved(store: Store, repo: Path, episo
     assert status(repo) == ""
     # the completed episode still owns its key, and nothing can be paid for it
     assert allocate(store, "scheduled-run:2026-08-07", W32).episode_id == episode
-    with pytest.raises(EpisodeUnknown, match="already completed"), store.paid_step(episode, "rework"):
+    with pytest.raises(EpisodeUnknown, match="already completed"), paid_step(store, episode, "rework"):
         pass
     with pytest.raises(StepAlreadyCompleted):
         complete(store, episode)
@@ -368,6 +371,6 @@ def test_resolve_requires_an_unknown_step_and_who_and_why(store: Store, episode:
 
 
 def test_fixed_clock_is_used_for_records(store: Store, episode: str) -> None:
-    with store.paid_step(episode, "generate") as step:
+    with paid_step(store, episode, "generate") as step:
         step.accepted("t-9")
     assert submissions(store, episode)["generate"][0]["accepted_at"] == FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobstate.errors import UsageError
-from jobstate.periods import (
+from jobstate.core.periods import (
     Period,
     format_episode_id,
     next_sequence,
@@ -16,6 +15,7 @@ from jobstate.periods import (
     parse_period,
     period_of,
 )
+from jobstate.errors import UsageError
 
 
 @pytest.mark.parametrize("week", ["2026-W53", "2020-W53", "2026-W01", "2027-W01", "2015-W53"])

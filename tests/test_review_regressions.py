@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation import allocate
+from jobstate.core.periods import parse_period
 from jobstate.errors import JobstateError, UsageError
-from jobstate.periods import parse_period
+from jobstate.paid import paid_step
 from jobstate.store import Store
 
 from .conftest import committed_files, git, run_cli, status
@@ -52,7 +53,7 @@ def test_soft_reset_does_not_hand_an_existing_episode_to_a_new_key(store: Store,
 def test_artifact_through_a_symlinked_directory_or_into_dot_git_is_refused(store: Store, repo: Path) -> None:
     eid = allocate(store, "a", W32).episode_id
     edir = repo / "state" / eid
-    with pytest.raises(RuntimeError), store.paid_step(eid, "generate") as step:
+    with pytest.raises(RuntimeError), paid_step(store, eid, "generate") as step:
         (edir / "real").mkdir()
         (edir / "real" / "f.txt").write_text("x")
         (edir / "sub").symlink_to("real")

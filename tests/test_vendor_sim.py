@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jobstate import vendor_sim
-from jobstate.vendor_sim import AcceptanceUnknown, VendorError, VendorSimulator
+from jobstate_demo import vendor_sim
+from jobstate_demo.vendor_sim import AcceptanceUnknown, VendorError, VendorSimulator
 
 
 @pytest.fixture
@@ -141,7 +141,7 @@ def test_cleared_fault_and_refused_connection() -> None:
 
 
 def vendor_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "jobstate.vendor_sim", *args]
+    return [sys.executable, "-m", "jobstate_demo.vendor_sim", *args]
 
 
 def test_serve_process_writes_port_file_and_stops_on_sigterm(tmp_path: Path) -> None:

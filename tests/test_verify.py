@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation import allocate
-from jobstate.periods import parse_period
+from jobstate.core.periods import parse_period
+from jobstate.paid import paid_step
 from jobstate.store import Store
-from jobstate.vendor_sim import VendorSimulator
+from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import git, run_cli
 from .snapshots import tree_state
@@ -25,7 +26,17 @@ W32 = parse_period("2026-W32")
 def pipeline_repo(repo: Path) -> Path:
     """Two episodes with submissions, costs, artifacts, approval; one completed."""
     with VendorSimulator() as vendor, Store(repo) as store:
-        cmd = ["--", sys.executable, "-m", "jobstate.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
+        cmd = [
+            "--",
+            sys.executable,
+            "-m",
+            "jobstate_demo.vendor_sim",
+            "step",
+            "--url",
+            vendor.url,
+            "--kind",
+            "generate",
+        ]
         for key in ("a", "b"):
             eid = allocate(store, key, W32).episode_id
             assert run_cli("run", "--episode", eid, "--step", "generate", *cmd, cwd=repo).returncode == 0
@@ -153,7 +164,7 @@ def test_directory_name_and_duplicate_keys(pipeline_repo: Path) -> None:
 def test_unknown_submission_warns_and_fails_when_strict(repo: Path) -> None:
     with Store(repo) as store:
         eid = allocate(store, "a", W32).episode_id
-        with pytest.raises(TimeoutError), store.paid_step(eid, "generate"):
+        with pytest.raises(TimeoutError), paid_step(store, eid, "generate"):
             raise TimeoutError
     assert _verify(repo).returncode == 0
     strict = _verify(repo, "--strict")

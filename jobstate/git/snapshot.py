@@ -12,11 +12,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobstate.core.layout import HISTORY, STATE
 from jobstate.errors import StateInvalid, UsageError
-from jobstate.hashing import BlobHasher, Digest, Progress, hash_files
+from jobstate.git.blobs import BlobHasher
+from jobstate.git.objects import CatFile, MissingObject
+from jobstate.git.runner import run_git
+from jobstate.hashing import Digest, Progress, hash_files
 
-READ_ONLY_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
-ROOTS = ("state", "history")
+READ_ONLY_ENV = {"GIT_OPTIONAL_LOCKS": "0"}
+ROOTS = (STATE, HISTORY)
 
 
 @dataclass(frozen=True)
@@ -30,14 +34,8 @@ class FileEntry:
 
 
 def git_read(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    """Run a read-only git command."""
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, check=False, env={**os.environ, **READ_ONLY_ENV}
-    )
-    if check and proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise StateInvalid(f"git {args[0]} failed in {cwd}: {err[-1] if err else proc.returncode}")
-    return proc
+    """Run a read-only git command (it takes no optional lock)."""
+    return run_git(cwd, *args, env=READ_ONLY_ENV, check=check)
 
 
 class Snapshot:
@@ -108,7 +106,7 @@ class Revision(Snapshot):
             raise UsageError(f"unknown revision {rev!r} in {cwd}: give a commit, branch or tag (git log shows them)")
         self.commit = proc.stdout.decode().strip()
         self.label = f"{rev} ({self.commit[:12]})"
-        self._reader: subprocess.Popen[bytes] | None = None
+        self._reader: CatFile | None = None
         self._cache: dict[str, bytes] = {}
         self.files_cache: dict[str, FileEntry] = {}
 
@@ -128,60 +126,30 @@ class Revision(Snapshot):
         return out
 
     def prefetch(self, paths: list[str]) -> None:
-        """Read many small files in one pipelined ``git cat-file --batch`` (a thread feeds the requests)."""
-        import threading  # noqa: PLC0415
-
+        """Read many small files in one pipelined ``git cat-file --batch``."""
         files = self.files_cache
-        wanted = [p for p in paths if p in files and files[p].blob]
-        proc = subprocess.Popen(
-            ["git", "cat-file", "--batch"],
-            cwd=self.cwd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env={**os.environ, **READ_ONLY_ENV},
-        )
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        stdin, stdout = proc.stdin, proc.stdout
-
-        def feed() -> None:
-            for p in wanted:
-                stdin.write(f"{files[p].blob}\n".encode())
-            stdin.close()
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
-        try:
-            for p in wanted:
-                header = stdout.readline().split()
-                if len(header) != 3:
-                    raise StateInvalid(f"{p}: object {files[p].blob} is missing from {self.cwd}")
-                self._cache[p] = stdout.read(int(header[2]) + 1)[:-1]
-        finally:
-            feeder.join()
-            proc.wait()
-            stdout.close()
+        wanted: dict[str, list[str]] = {}  # identical files share one blob
+        for p in paths:
+            blob = files[p].blob if p in files else None
+            if blob:
+                wanted.setdefault(blob, []).append(p)
+        with CatFile(self.cwd) as cat:
+            try:
+                for blob, _kind, body in cat.read_many(list(wanted)):
+                    for p in wanted[blob]:
+                        self._cache[p] = body
+            except MissingObject:
+                raise StateInvalid(f"an object under state/ or history/ is missing from {self.cwd}") from None
 
     def read(self, path: str) -> bytes:
         if path in self._cache:
             return self._cache[path]
         if self._reader is None:
-            self._reader = subprocess.Popen(
-                ["git", "cat-file", "--batch"],
-                cwd=self.cwd,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env={**os.environ, **READ_ONLY_ENV},
-            )
-        assert self._reader.stdin is not None
-        assert self._reader.stdout is not None
-        self._reader.stdin.write(f"{self.commit}:{path}\n".encode())
-        self._reader.stdin.flush()
-        header = self._reader.stdout.readline().split()
-        if len(header) != 3:
-            raise FileNotFoundError(path)
-        data = self._reader.stdout.read(int(header[2]) + 1)[:-1]
-        return data
+            self._reader = CatFile(self.cwd)
+        try:
+            return self._reader.read(f"{self.commit}:{path}")[1]
+        except MissingObject:
+            raise FileNotFoundError(path) from None
 
     def hash(
         self, entries: list[FileEntry], workers: int | None, progress: Progress | None
@@ -195,11 +163,7 @@ class Revision(Snapshot):
 
     def close(self) -> None:
         if self._reader is not None:
-            assert self._reader.stdin is not None
-            self._reader.stdin.close()
-            self._reader.wait()
-            if self._reader.stdout is not None:
-                self._reader.stdout.close()
+            self._reader.close()
             self._reader = None
 
 

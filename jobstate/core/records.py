@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import reprlib
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobstate.core.keys import validate_key
+from jobstate.core.layout import episode_dir
+from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import StateInvalid, UsageError
-from jobstate.periods import parse_episode_id, parse_period
 
 SCHEMA = 1
-MAX_KEY_LENGTH = 512
 EPISODE_FIELDS = (
     "schema",
     "episode_id",
@@ -22,23 +22,6 @@ EPISODE_FIELDS = (
     "allocated_at",
     "status",
 )
-
-
-def validate_key(key: object) -> str:
-    """An allocation key: an opaque string of 1 to 512 characters without control characters."""
-    if not isinstance(key, str) or not key:
-        raise UsageError("invalid allocation key: it must be a non-empty string")
-    if len(key) > MAX_KEY_LENGTH:
-        raise UsageError(f"invalid allocation key: {len(key)} characters, at most {MAX_KEY_LENGTH} allowed")
-    for ch in key:
-        category = unicodedata.category(ch)
-        if category == "Cs":
-            raise UsageError("invalid allocation key: it is not valid UTF-8 text")
-        if category in ("Cc", "Cf", "Zl", "Zp"):
-            raise UsageError(
-                f"invalid allocation key {key[:40]!r}: control or format character U+{ord(ch):04X} is not allowed"
-            )
-    return key
 
 
 @dataclass(frozen=True)
@@ -57,7 +40,7 @@ class Episode:
     @property
     def directory(self) -> str:
         """The episode's directory, relative to the repository root."""
-        return f"state/{self.episode_id}"
+        return episode_dir(self.episode_id)
 
     def to_yaml_dict(self) -> dict[str, Any]:
         """Fields in a fixed order; fields this version does not know are kept after them."""
@@ -76,16 +59,6 @@ class Episode:
         )
         out.update(self.extra)
         return out
-
-    def summary(self, created: bool) -> dict[str, Any]:
-        """The ``--json`` answer of allocate."""
-        return {
-            "episode_id": self.episode_id,
-            "period_id": self.period_id,
-            "sequence": self.sequence,
-            "allocation_key": self.allocation_key,
-            "created": created,
-        }
 
 
 def _require(data: dict[str, Any], name: str, kind: type, source: str) -> Any:
@@ -169,3 +142,25 @@ def history_from_yaml_dict(data: Any, source: str, name: str) -> HistoryRecord:
         except UsageError as exc:
             raise StateInvalid(f"{source}: {exc}") from None
     return HistoryRecord(episode_id, period.id, sequence, key)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The answer of allocate: the episode, and whether this call created it."""
+
+    episode_id: str
+    period_id: str
+    sequence: int
+    allocation_key: str
+    created: bool
+    recovered: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--json`` object."""
+        return {
+            "episode_id": self.episode_id,
+            "period_id": self.period_id,
+            "sequence": self.sequence,
+            "allocation_key": self.allocation_key,
+            "created": self.created,
+        }

@@ -6,8 +6,8 @@ Amounts are decimal strings everywhere, never floats.
 
 Run it as a process::
 
-    python -m jobstate.vendor_sim serve [--price 12.40] [--currency USD] [--port-file PATH]
-    python -m jobstate.vendor_sim step --url URL --kind KIND [--artifact NAME] [--price P]
+    python -m jobstate_demo.vendor_sim serve [--price 12.40] [--currency USD] [--port-file PATH]
+    python -m jobstate_demo.vendor_sim step --url URL --kind KIND [--artifact NAME] [--price P]
 
 ``step`` is the paid-step command of ``jobstate run``: it reads ``JOBSTATE_*`` variables, submits
 (or resumes, when ``JOBSTATE_REMOTE_REF`` is set), waits, writes the artifact and one JSON result.
@@ -516,7 +516,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    from jobstate.yamlio import atomic_write  # noqa: PLC0415 - only the step command writes files
+    from jobstate.atomic import atomic_write  # noqa: PLC0415 - only the step command writes files
 
     atomic_write(path, text.encode("utf-8"))
 
@@ -618,7 +618,9 @@ def _step(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _Parser(prog="python -m jobstate.vendor_sim", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(
+        prog="python -m jobstate_demo.vendor_sim", description=__doc__.splitlines()[0] if __doc__ else None
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     serve = sub.add_parser("serve", help="run the fake vendor until SIGTERM/SIGINT")
     serve.add_argument("--price", default="12.40")

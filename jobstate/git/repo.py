@@ -1,4 +1,4 @@
-"""Everything that talks to Git. GitPython is imported here only, and lazily.
+"""One repository: refs, objects, commits, remotes. GitPython is imported here only, and lazily.
 
 Hot paths (allocate, retry) avoid the index entirely: objects are written as
 loose objects from Python, the branch moves with ``git update-ref NEW OLD`` (a
@@ -9,28 +9,21 @@ private copy and renaming it into place, so jobstate never leaves a stale
 
 from __future__ import annotations
 
-import bisect
 import hashlib
 import os
 import subprocess
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from jobstate.errors import JobstateError, RemoteUnavailable, UsageError
+from jobstate.errors import GitError, RemoteUnavailable, UsageError
+from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, Tree, TreeEdit
+from jobstate.git.runner import first_error_line, run_git
 
 ZERO = "0" * 40
-TREE_MODE = b"40000"
-BLOB_MODE = b"100644"
-
-Change = tuple[bytes, str] | None  # (mode, hex sha) to set, None to delete
 _Reader = Callable[[str], tuple[bytes, bytes]]
-
-
-class GitError(JobstateError, RuntimeError):
-    """A git command failed in a way jobstate cannot recover from by itself."""
 
 
 def find_root(start: Path) -> Path:
@@ -40,82 +33,6 @@ def find_root(start: Path) -> Path:
         if (candidate / ".git").exists():
             return candidate
     raise UsageError(f"{start} is not inside a Git repository: run jobstate init --git-init there, or pass --repo PATH")
-
-
-def blob_sha(data: bytes) -> str:
-    """The Git object ID of a blob with these bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
-def _sort_key(mode: bytes, name: bytes) -> bytes:
-    return name + b"/" if mode == TREE_MODE else name
-
-
-def _scan(data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
-    pos, end = 0, len(data)
-    while pos < end:
-        sp = data.index(b" ", pos)
-        nul = data.index(b"\0", sp)
-        yield pos, data[sp + 1 : nul], data[nul + 1 : nul + 21]
-        pos = nul + 21
-
-
-class Tree:
-    """A raw tree object with its entries' offsets and sort keys, edited by splicing.
-
-    Editing one entry of a 10,000-entry tree costs a bisect and a byte splice,
-    not a parse and a re-serialization of every entry.
-    """
-
-    __slots__ = ("keys", "offsets", "raw")
-
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
-        self.offsets: list[int] = []
-        self.keys: list[bytes] = []
-        for start, name, _sha in _scan(raw):
-            mode = raw[start : raw.index(b" ", start)]
-            self.offsets.append(start)
-            self.keys.append(_sort_key(mode, name))
-
-    def _find(self, name: bytes) -> int | None:
-        for key in (name + b"/", name):
-            i = bisect.bisect_left(self.keys, key)
-            if i < len(self.keys) and self.keys[i] == key:
-                return i
-        return None
-
-    def get(self, name: bytes) -> tuple[bytes, str] | None:
-        """(mode, hex sha) of entry ``name``."""
-        i = self._find(name)
-        if i is None:
-            return None
-        start = self.offsets[i]
-        sp = self.raw.index(b" ", start)
-        nul = self.raw.index(b"\0", sp)
-        return self.raw[start:sp], self.raw[nul + 1 : nul + 21].hex()
-
-    def edited(self, name: bytes, change: Change) -> Tree:
-        """A new Tree with ``name`` set to ``change`` (or removed for None)."""
-        i = self._find(name)
-        raw, offsets, keys = self.raw, self.offsets, self.keys
-        if i is not None:  # remove the old entry first
-            end = offsets[i + 1] if i + 1 < len(offsets) else len(raw)
-            width = end - offsets[i]
-            raw = raw[: offsets[i]] + raw[end:]
-            offsets = offsets[:i] + [o - width for o in offsets[i + 1 :]]
-            keys = keys[:i] + keys[i + 1 :]
-        if change is not None:
-            entry = change[0] + b" " + name + b"\0" + bytes.fromhex(change[1])
-            key = _sort_key(change[0], name)
-            k = bisect.bisect_left(keys, key)
-            at = offsets[k] if k < len(offsets) else len(raw)
-            raw = raw[:at] + entry + raw[at:]
-            offsets = [*offsets[:k], at, *(o + len(entry) for o in offsets[k:])]
-            keys = [*keys[:k], key, *keys[k:]]
-        new = Tree.__new__(Tree)
-        new.raw, new.offsets, new.keys = raw, offsets, keys
-        return new
 
 
 class GitRepo:
@@ -145,21 +62,8 @@ class GitRepo:
         env: Mapping[str, str] | None = None,
         check: bool = True,
     ) -> subprocess.CompletedProcess[bytes]:
-        """Run ``git ARGS`` in the work tree without a shell; failures become GitError."""
-        full_env = dict(os.environ)
-        full_env["GIT_TERMINAL_PROMPT"] = "0"
-        if env:
-            full_env.update(env)
-        try:
-            proc = subprocess.run(
-                ["git", *args], cwd=self.root, input=input, capture_output=True, env=full_env, check=False
-            )
-        except FileNotFoundError:
-            raise UsageError("git is not installed or not on PATH") from None
-        if check and proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise GitError(f"git {args[0]} failed in {self.root}: {err[-1] if err else proc.returncode}")
-        return proc
+        """Run ``git ARGS`` in the work tree (see jobstate.git.runner); failures become GitError."""
+        return run_git(self.root, *args, input=input, env=env, check=check)
 
     # --------------------------------------------------------------------- refs
     def head_ref(self) -> str:
@@ -201,7 +105,7 @@ class GitRepo:
         err = proc.stderr.decode("utf-8", "replace")
         if self.resolve_ref(ref) != old or "cannot lock ref" in err:
             return False  # moved, or another git command holds the ref's lock: decide again
-        raise GitError(f"git update-ref {ref} failed: {_git_error(err)}")
+        raise GitError(f"git update-ref {ref} failed: {first_error_line(err)}")
 
     # ------------------------------------------------------------------ objects
     def _loose_path(self, sha: str) -> Path:
@@ -219,32 +123,16 @@ class GitRepo:
 
     @contextmanager
     def object_reader(self) -> Iterator[_Reader]:
-        """A ``git cat-file --batch`` reader for many objects; closed on exit."""
-        proc = subprocess.Popen(
-            ["git", "cat-file", "--batch"],
-            cwd=self.root,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        assert proc.stdin is not None
-        assert proc.stdout is not None
-        stdin, stdout = proc.stdin, proc.stdout
+        """A reader for many objects (one ``git cat-file --batch``); closed on exit."""
+        with CatFile(self.root) as cat:
 
-        def read(sha: str) -> tuple[bytes, bytes]:
-            stdin.write(sha.encode("ascii") + b"\n")
-            stdin.flush()
-            header = stdout.readline().split()
-            if len(header) != 3:
-                raise GitError(f"object {sha} is missing from {self.root}")
-            body = stdout.read(int(header[2]) + 1)[:-1]
-            return header[1], body
+            def read(sha: str) -> tuple[bytes, bytes]:
+                try:
+                    return cat.read(sha)
+                except MissingObject:
+                    raise GitError(f"object {sha} is missing from {self.root}") from None
 
-        try:
             yield read
-        finally:
-            stdin.close()
-            proc.wait()
-            stdout.close()
 
     def write_object(self, kind: bytes, body: bytes) -> str:
         """Store an object as a loose object (atomically); returns its ID."""
@@ -285,14 +173,14 @@ class GitRepo:
             self._trees[sha] = tree
         return tree
 
-    def edit_tree(self, tree: str | None, changes: Mapping[str, Change]) -> str | None:
+    def edit_tree(self, tree: str | None, changes: Mapping[str, TreeEdit]) -> str | None:
         """A new tree: ``tree`` with ``changes`` (path -> (mode, sha) or None) applied.
 
         Only the subtrees on the changed paths are read and rewritten. Returns
         None when the result is empty (Git stores no empty trees).
         """
-        here: dict[bytes, Change] = {}
-        below: dict[bytes, dict[str, Change]] = {}
+        here: dict[bytes, TreeEdit] = {}
+        below: dict[bytes, dict[str, TreeEdit]] = {}
         for path, change in changes.items():
             head, sep, rest = path.partition("/")
             if sep:
@@ -350,7 +238,7 @@ class GitRepo:
         ``blobs`` adds paths that reuse existing blobs (path -> (mode, sha)), as a
         move does. Nothing points at the commit yet: ``update_ref`` makes it visible.
         """
-        changes: dict[str, Change] = {
+        changes: dict[str, TreeEdit] = {
             path: None if data is None else (BLOB_MODE, self.write_object(b"blob", data))
             for path, data in files.items()
         }
@@ -363,18 +251,11 @@ class GitRepo:
         """Whether ``commit`` is ``of`` or one of its ancestors. Read-only."""
         return self.run("merge-base", "--is-ancestor", commit, of, check=False).returncode == 0
 
-    # -------------------------------------------------------------------- index
-    def index_lock(self, proof: Path, wait: float) -> IndexLock:
-        """Git's ``.git/index.lock``, taken as git takes it (see IndexLock)."""
-        return IndexLock(self, proof, wait)
-
     # ------------------------------------------------------------------ remotes
     def _remote_run(self, remote: str, *args: str) -> subprocess.CompletedProcess[bytes]:
         if self.run("remote", "get-url", remote, check=False).returncode != 0:
             raise UsageError(f"no git remote named {remote!r} in {self.root}: add it with git remote add {remote} URL")
-        return self.run(
-            *args, check=False, env={"GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")}
-        )
+        return self.run(*args, check=False)
 
     def fetch(self, remote: str, ref: str) -> str | None:
         """Fetch ``ref`` from ``remote``; its tip, or None when the remote has no such branch."""
@@ -385,7 +266,9 @@ class GitRepo:
             err = proc.stderr.decode("utf-8", "replace")
             if "couldn't find remote ref" in err:
                 return None
-            raise RemoteUnavailable(f"cannot fetch {branch} from {remote}: {_git_error(err)}; nothing was changed")
+            raise RemoteUnavailable(
+                f"cannot fetch {branch} from {remote}: {first_error_line(err)}; nothing was changed"
+            )
         return self.resolve_ref(tracking)
 
     def push(self, remote: str, commit: str, ref: str) -> bool:
@@ -398,7 +281,7 @@ class GitRepo:
         lost = ("[rejected]", "non-fast-forward", "fetch first", "cannot lock ref", "failed to update ref")
         if any(marker in out for marker in lost):
             return False
-        raise RemoteUnavailable(f"cannot push to {remote}: {_git_error(out)}; nothing was changed")
+        raise RemoteUnavailable(f"cannot push to {remote}: {first_error_line(out)}; nothing was changed")
 
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:
@@ -441,107 +324,6 @@ class GitRepo:
             if item:
                 out.append((item[:2].decode(), item[3:].decode("utf-8", "surrogateescape")))
         return out
-
-
-class IndexLock:
-    """``.git/index.lock`` held from before the branch moves until the index is written.
-
-    That is the order ``git commit`` keeps, so no other git command can write an
-    index that lacks the new commit's files. The lock file is created atomically
-    with a nonce inside (written to a temp file, then hard-linked into place), and
-    the nonce is recorded in ``proof`` first: a lock left by a killed jobstate
-    holds the nonce its proof names and is removed by the next jobstate, which
-    holds the jobstate lock, so the one that made it cannot be alive. A lock
-    without our nonce is another git command's and is never removed: we wait
-    for it up to ``wait`` seconds, then give up (exit 3) with nothing changed.
-    """
-
-    def __init__(self, git: GitRepo, proof: Path, wait: float) -> None:
-        self.git = git
-        self.proof = proof
-        self.wait = wait
-        self.lock = git.git_dir / "index.lock"
-        self.nonce = ""
-
-    def __enter__(self) -> IndexLock:
-        import secrets  # noqa: PLC0415 - not on the retry path
-
-        self.clear_stale()
-        self.nonce = f"jobstate {os.getpid()} {secrets.token_hex(16)}"
-        temp = self.git.git_dir / f"jobstate-lock-{secrets.token_hex(8)}"
-        temp.write_text(self.nonce, encoding="utf-8")
-        self.proof.write_text(self.nonce, encoding="utf-8")
-        deadline = time.monotonic() + self.wait
-        try:
-            while True:
-                try:
-                    os.link(temp, self.lock)
-                    return self
-                except FileExistsError:
-                    if time.monotonic() >= deadline:
-                        self.proof.unlink(missing_ok=True)
-                        raise IndexBusy(
-                            f"{self.lock} is held by another git command; nothing was changed: retry when it is "
-                            "done (if no git command is running, it is stale: remove it)"
-                        ) from None
-                    time.sleep(0.05)
-        finally:
-            temp.unlink(missing_ok=True)
-
-    def clear_stale(self) -> None:
-        """Remove a lock a killed jobstate left (its content is the nonce our proof names)."""
-        try:
-            nonce = self.proof.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return
-        try:
-            ours = self.lock.read_text(encoding="utf-8", errors="replace") == nonce and nonce.startswith("jobstate ")
-        except FileNotFoundError:
-            ours = False
-        if ours:
-            self.lock.unlink(missing_ok=True)
-        self.proof.unlink(missing_ok=True)
-        for leftover in self.git.git_dir.glob("jobstate-lock-*"):
-            leftover.unlink(missing_ok=True)
-
-    def update(self, paths: Iterable[str]) -> None:
-        """Write the index with ``paths`` as the work tree has them (a private copy renamed into place)."""
-        import shutil  # noqa: PLC0415
-
-        tmp = self.git.git_dir / "jobstate-index"
-        tmp.unlink(missing_ok=True)  # ours by name: a leftover of a killed jobstate
-        (self.git.git_dir / "jobstate-index.lock").unlink(missing_ok=True)
-        env = {"GIT_INDEX_FILE": str(tmp)}
-        index = self.git.git_dir / "index"
-        if index.exists():
-            shutil.copyfile(index, tmp)
-        else:
-            self.git.run("read-tree", "HEAD", env=env)
-        self.git.run("update-index", "--add", "--remove", "--", *paths, env=env)
-        os.replace(tmp, index)
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            if self.lock.read_text(encoding="utf-8", errors="replace") == self.nonce:
-                self.lock.unlink()
-        except FileNotFoundError:
-            pass
-        self.proof.unlink(missing_ok=True)
-
-
-class IndexBusy(JobstateError, TimeoutError):
-    """Another git command holds ``.git/index.lock``."""
-
-    exit_code = 3
-
-
-def _git_error(text: str) -> str:
-    """The line of git's output that says what went wrong."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith(("fatal:", "error:", "!")):
-            return line
-    return lines[-1] if lines else "no output"
 
 
 def init_repository(path: Path) -> None:

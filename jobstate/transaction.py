@@ -1,4 +1,4 @@
-"""How a state change reaches Git: commit, work tree, index, and (optionally) the shared remote.
+"""Every state change: lock, repair, sync, decide, write, commit (or push), undo. The one path.
 
 A change is a function of the current state (``transact``): under the lock
 it runs on the freshest state, its files are written, and one commit is made
@@ -16,26 +16,31 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeVar
+from pathlib import Path
+from typing import Generic, TypeVar
 
-from jobstate.errors import ConcurrentUpdate, RemoteUnavailable, UsageError
-from jobstate.gitrepo import blob_sha
-
-if TYPE_CHECKING:
-    from jobstate.catalog import Catalog
-    from jobstate.gitrepo import IndexLock
-    from jobstate.store import Store
+from jobstate.atomic import atomic_write
+from jobstate.catalog import Catalog
+from jobstate.core.layout import STATE, describes_episode
+from jobstate.errors import ConcurrentUpdate, JobstateError, RemoteUnavailable, UsageError
+from jobstate.git.index import IndexLock
+from jobstate.git.objects import blob_sha
+from jobstate.lock import FileLock
+from jobstate.store import Store
+from jobstate.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
 
 T = TypeVar("T")
 ATTEMPTS = 30
 
 
 @dataclass
-class Change(Generic[T]):
+class StateChange(Generic[T]):
     """What a decision wants committed (path -> content, None to delete), and its answer."""
 
     result: T
@@ -53,9 +58,31 @@ class Pending:
     materialize: list[str] = field(default_factory=list)
 
 
-def _write_json(path: os.PathLike[str], value: object) -> None:
-    from pathlib import Path  # noqa: PLC0415
+@contextmanager
+def locked(store: Store) -> Iterator[None]:
+    """Hold the lock, after finishing whatever an interrupted change left undone."""
+    store.require_initialized()
+    store.ensure_private()
+    with FileLock(store.lock_path, store.lock_timeout):
+        finish_pending(store)
+        yield
 
+
+@contextmanager
+def _mutation(store: Store) -> Iterator[Catalog]:
+    """Hold the lock for a whole read-decide-write-commit; yields the catalog, fresh from HEAD."""
+    with locked(store):
+        sync_remote(store)
+        yield fresh_catalog(store)
+
+
+def sync(store: Store) -> None:
+    """Under the lock: finish an interrupted change and, with a remote, come to the remote's tip."""
+    with locked(store):
+        sync_remote(store)
+
+
+def _write_json(path: os.PathLike[str], value: object) -> None:
     target = Path(path)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(value), encoding="utf-8")
@@ -63,7 +90,7 @@ def _write_json(path: os.PathLike[str], value: object) -> None:
 
 
 def _index_lock(store: Store) -> IndexLock:
-    return store.git.index_lock(store.private / "index-lock.json", wait=store.lock_timeout)
+    return IndexLock(store.git, store.private / "index-lock.json", wait=store.lock_timeout)
 
 
 def finish_pending(store: Store) -> None:
@@ -90,8 +117,6 @@ def finish_pending(store: Store) -> None:
 
 def _update_index(index: IndexLock, paths: list[str]) -> None:
     """Write the index for a commit that landed; a path git cannot index is reported, never wedging."""
-    from jobstate.errors import JobstateError  # noqa: PLC0415
-
     try:
         index.update(paths)
     except JobstateError as exc:
@@ -104,12 +129,10 @@ def _update_index(index: IndexLock, paths: list[str]) -> None:
 
 def _write_undo(store: Store, before: Mapping[str, bytes | None], after: Mapping[str, bytes | None]) -> None:
     """Record, before the work tree changes, how to put it back if the change does not land."""
-    from jobstate.store import describes_episode  # noqa: PLC0415
-
     undo = {}
     for rel, old in before.items():
         new = after[rel]
-        if old is None and rel.startswith("state/") and describes_episode(rel):
+        if old is None and rel.startswith(f"{STATE}/") and describes_episode(rel):
             continue  # a new episode file: if its commit never lands, allocate recovers it as it is
         old_sha = None if old is None else store.git.write_object(b"blob", old)
         undo[rel] = [old_sha, None if new is None else blob_sha(new)]
@@ -160,8 +183,6 @@ def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, byte
 
 def _put(store: Store, rel: str, data: bytes | None) -> None:
     """Make the work-tree file ``rel`` hold ``data`` (None: not exist), writing only when it differs."""
-    from jobstate.yamlio import atomic_write  # noqa: PLC0415
-
     target = store.path(rel)
     if data is None:
         if target.exists():
@@ -172,8 +193,6 @@ def _put(store: Store, rel: str, data: bytes | None) -> None:
 
 
 def _remove_empty_dirs(store: Store, directory: os.PathLike[str]) -> None:
-    from pathlib import Path  # noqa: PLC0415
-
     here = Path(directory)
     while here != store.root and here.is_dir() and not any(here.iterdir()):
         here.rmdir()
@@ -230,8 +249,6 @@ def commit(
             return None
         update_work_tree(store, pending, files)
         if cat is not None:
-            from jobstate.store import describes_episode  # noqa: PLC0415
-
             add, remove = [], []
             for path, data in files.items():
                 if describes_episode(path) is None:
@@ -239,18 +256,18 @@ def commit(
                 if data is None:
                     remove.append(path)
                 else:
-                    add.extend(store.rows_from_blobs([(blob_sha(data), path)]))
+                    add.extend(rows_from_blobs(store, [(blob_sha(data), path)]))
             cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
         _update_index(index, pending.paths)
     marker.unlink()
     return new
 
 
-def transact(store: Store, decide: Callable[[Catalog], Change[T]]) -> T:
+def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
     """Decide on the freshest state under the lock, write, commit; on a lost race, undo and decide again."""
     attempts = int(os.environ.get("JOBSTATE_ATTEMPTS", ATTEMPTS))
     for attempt in range(attempts):
-        with store.mutation() as cat:
+        with _mutation(store) as cat:
             change = decide(cat)
             if not change.files:
                 return change.result
@@ -315,7 +332,7 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True) -> None:
             f"git push {remote} HEAD, then retry"
         )
     if drop_uncommitted:
-        for episode in store.uncommitted_episodes(store.catalog()):
+        for episode in uncommitted_episodes(store, fresh_catalog(store)):
             _drop_uncommitted(store, episode.directory)
     if head == tip:
         return
@@ -344,6 +361,4 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True) -> None:
 
 
 def _drop_uncommitted(store: Store, directory: str) -> None:
-    import shutil  # noqa: PLC0415
-
     shutil.rmtree(store.path(directory))

@@ -1,6 +1,6 @@
 """``make demo``: the main job, end to end, in a throwaway state repository.
 
-Run with ``python -m jobstate.demo [DIR]``; without DIR a temp dir is used and removed.
+Run with ``python -m jobstate_demo.demo [DIR]``; without DIR a temp dir is used and removed.
 """
 
 from __future__ import annotations
@@ -77,10 +77,10 @@ def allocation_demo(repo: Path) -> None:
 
 def pipeline_demo(repo: Path) -> None:
     """One week of the media pipeline against the local vendor simulator, with one injected fault."""
-    from jobstate.vendor_sim import VendorSimulator, arm_fault_remote, ledger  # noqa: PLC0415
+    from jobstate_demo.vendor_sim import VendorSimulator, arm_fault_remote, ledger  # noqa: PLC0415
 
     with VendorSimulator(price="12.40", currency="USD") as vendor:
-        step = [sys.executable, "-m", "jobstate.vendor_sim", "step", "--url", vendor.url]
+        step = [sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url]
         _section(f"weekly media pipeline against the vendor simulator at {vendor.url}")
         episode = _run(repo, "allocate", "--key", "weekly-episode:2026-08-14", "--date", "2026-08-14").stdout.strip()
 
@@ -114,7 +114,7 @@ def pipeline_demo(repo: Path) -> None:
             print(f"--- state/{episode}/{name}")
             print((repo / "state" / episode / name).read_text().rstrip())
         _section(f"cost ledger (state/{episode}/costs.yaml) beside the simulator's own charges")
-        from jobstate.paid import cost_entries  # noqa: PLC0415
+        from jobstate.episode_files import cost_entries  # noqa: PLC0415
         from jobstate.store import Store  # noqa: PLC0415
 
         with Store(repo) as store:
@@ -128,7 +128,7 @@ def pipeline_demo(repo: Path) -> None:
             vendor_side = f"{match[0]['amount']} {match[0]['currency']} {match[0]['task_id']}" if match else "-"
             our_side = f"{entry['amount']} {entry['currency']} {entry['remote_ref']}"
             print(f"  {entry['step']:<11} {our_side:<22} {vendor_side:<22}")
-        from jobstate.ledger import totals  # noqa: PLC0415
+        from jobstate.core.money import totals  # noqa: PLC0415
 
         print(f"  total: jobstate {totals(ours)}, vendor {theirs['totals']}, vendor charges: {len(rows)}")
         if totals(ours) != theirs["totals"] or len(rows) != len(ours):

@@ -8,7 +8,8 @@ from __future__ import annotations
 import re
 import reprlib
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
+from zoneinfo import ZoneInfo
 
 from jobstate.errors import UsageError
 
@@ -118,3 +119,40 @@ def parse_episode_id(text: object) -> tuple[Period, int]:
 def next_sequence(existing: list[int] | set[int]) -> int:
     """0 for an empty period, otherwise one past the highest sequence in use."""
     return max(existing) + 1 if existing else 0
+
+
+def period_from(
+    kind: str,
+    timezone: str,
+    *,
+    date_text: str | None = None,
+    week: str | None = None,
+    period: str | None = None,
+    at: str | None = None,
+) -> Period:
+    """The period one of ``--date``, ``--week``, ``--period`` or ``--at`` names (exactly one is given)."""
+    if week is not None:
+        if not week.startswith(tuple("0123456789")) or "-W" not in week:
+            raise UsageError(f"invalid ISO week {week!r}: expected YYYY-Www, e.g. 2026-W32")
+        return parse_period(week, "iso-week")
+    if period is not None:
+        return parse_period(period)
+    if date_text is not None:
+        return period_of(parse_date(date_text), kind)
+    if at is None:
+        raise UsageError("give the run's period: --date, --week, --period or --at")
+    return period_of(local_date(at, timezone), kind)
+
+
+def local_date(at: str, timezone: str) -> date:
+    """The calendar date of an ISO 8601 time in ``timezone`` (a time without offset is taken as local)."""
+    try:
+        moment = datetime.fromisoformat(at)
+    except ValueError:
+        raise UsageError(f"invalid time {at!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
+    zone = ZoneInfo(timezone)
+    try:
+        local = moment.replace(tzinfo=zone) if moment.tzinfo is None else moment.astimezone(zone)
+    except OverflowError:
+        raise UsageError(f"time {at!r} falls outside the calendar in timezone {timezone}") from None
+    return local.date()

@@ -1,0 +1,82 @@
+"""A new allocation, decided under the lock on the freshest state (see jobstate.allocation for retries)."""
+
+from __future__ import annotations
+
+from jobstate.catalog import Catalog, Row
+from jobstate.core.clock import format_time
+from jobstate.core.layout import episode_path
+from jobstate.core.periods import Period, format_episode_id, next_sequence
+from jobstate.core.records import Allocation, Episode
+from jobstate.errors import AllocationConflict, StateInvalid
+from jobstate.store import Store
+from jobstate.transaction import StateChange, transact
+from jobstate.worktree import check_clean, uncommitted_episodes
+from jobstate.yamlio import dumps
+
+
+def allocate_locked(store: Store, key: str, period: Period) -> Allocation:
+    """The existing episode for ``key``, or ``max + 1`` in ``period``, decided and committed under the lock."""
+    return transact(store, lambda cat: _decide(store, cat, key, period))
+
+
+def _conflict_text(episodes: dict[str, str]) -> str:
+    return ", ".join(f"{eid} (period {pid})" for eid, pid in sorted(episodes.items()))
+
+
+def _decide(store: Store, cat: Catalog, key: str, period: Period) -> StateChange[Allocation]:
+    """Under the lock, on the freshest state: the existing episode for ``key``, or a new one."""
+    orphans = uncommitted_episodes(store, cat)
+    rows: list[Row] = cat.by_key(key)
+    matches: dict[str, str] = {r.episode_id: r.period_id for r in rows}
+    mine = [o for o in orphans if o.allocation_key == key]
+    matches.update({o.episode_id: o.period_id for o in mine})
+    if len(matches) > 1:
+        raise AllocationConflict(
+            f"allocation key {key!r} matches {len(matches)} episodes: {_conflict_text(matches)}; "
+            "jobstate will not guess which to reuse: fix the state by hand (see jobstate show) and retry"
+        )
+    # episodes a killed allocate wrote but never committed keep their sequence: commit them now
+    recover: dict[str, bytes | None] = {
+        episode_path(o.episode_id): store.path(episode_path(o.episode_id)).read_bytes() for o in orphans
+    }
+    note = _recover_message(orphans)
+    if matches:
+        ((episode_id, period_id),) = matches.items()
+        if period_id != period.id:
+            raise AllocationConflict(
+                f"allocation key {key!r} already belongs to episode {episode_id} in period {period_id}, "
+                f"not to period {period.id}; a key cannot move between periods: use a new key for {period.id}"
+            )
+        for row in rows:
+            check_clean(store, row)
+        found = Allocation(episode_id, period_id, int(episode_id.rsplit("-", 1)[1]), key, False, recovered=bool(mine))
+        return StateChange(found, recover, note)
+    in_period = cat.by_period(period.id)
+    for row in in_period:
+        check_clean(store, row)
+    sequences = {r.sequence for r in in_period} | {o.sequence for o in orphans if o.period_id == period.id}
+    sequence = next_sequence(sequences)
+    episode = Episode(
+        episode_id=format_episode_id(period, sequence),
+        period_id=period.id,
+        period_kind=period.kind,
+        sequence=sequence,
+        allocation_key=key,
+        allocated_at=format_time(store.now()),
+    )
+    if store.path(episode.directory).exists():
+        # never write over an episode the catalog does not know: the state needs a look first
+        raise StateInvalid(
+            f"{episode.directory} exists but is not a known episode of {period.id}; "
+            "run jobstate verify and fix the state before allocating"
+        )
+    message = f"allocate {episode.episode_id} for key {key!r}" + (f"\n\n{note}" if note else "")
+    files = {**recover, episode_path(episode.episode_id): dumps(episode.to_yaml_dict())}
+    return StateChange(Allocation(episode.episode_id, period.id, sequence, key, created=True), files, message)
+
+
+def _recover_message(orphans: list[Episode]) -> str:
+    lines = [
+        f"recover {o.episode_id} for key {o.allocation_key!r} (written by an interrupted allocate)" for o in orphans
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,19 @@
+"""``jobstate complete``."""
+
+from __future__ import annotations
+
+from jobstate.commands._output import print_json
+from jobstate.review import complete as complete_episode
+from jobstate.store import StoreOptions
+
+
+def complete(options: StoreOptions, *, episode: str, as_json: bool) -> int:
+    """Write history/<id>.yaml for an approved episode."""
+    with options.open() as store:
+        record = complete_episode(store, episode)
+    if as_json:
+        print_json(record)
+    else:
+        totals = ", ".join(f"{v} {k}" for k, v in record["cost_totals"].items()) or "no costs"
+        print(f"{episode} completed ({totals})")
+    return 0

@@ -1,0 +1,17 @@
+"""``jobstate run``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jobstate.commands._output import note
+from jobstate.step_command import run_step_command
+from jobstate.store import StoreOptions
+
+
+def run(options: StoreOptions, *, episode: str, step: str, command: Sequence[str]) -> int:
+    """Run CMD as a paid step (see jobstate.step_command)."""
+    argv = list(command[1:]) if command[:1] == ["--"] else list(command)
+    with options.open() as store:
+        run_step_command(store, episode, step, argv, notify=note)
+    return 0

@@ -1,0 +1,33 @@
+"""Allocation keys and the idempotency keys derived from them."""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+
+from jobstate.errors import UsageError
+
+MAX_KEY_LENGTH = 512
+
+
+def validate_key(key: object) -> str:
+    """An allocation key: an opaque string of 1 to 512 characters without control characters."""
+    if not isinstance(key, str) or not key:
+        raise UsageError("invalid allocation key: it must be a non-empty string")
+    if len(key) > MAX_KEY_LENGTH:
+        raise UsageError(f"invalid allocation key: {len(key)} characters, at most {MAX_KEY_LENGTH} allowed")
+    for ch in key:
+        category = unicodedata.category(ch)
+        if category == "Cs":
+            raise UsageError("invalid allocation key: it is not valid UTF-8 text")
+        if category in ("Cc", "Cf", "Zl", "Zp"):
+            raise UsageError(
+                f"invalid allocation key {key[:40]!r}: control or format character U+{ord(ch):04X} is not allowed"
+            )
+    return key
+
+
+def idempotency_key(episode_id: str, allocation_key: str, step: str, attempt: int) -> str:
+    """Deterministic per (episode, step, attempt); the allocation key keeps repos apart."""
+    digest = hashlib.sha256(f"{episode_id}\0{allocation_key}\0{step}\0{attempt}".encode()).hexdigest()[:24]
+    return f"{episode_id}.{step}.{attempt}.{digest}"

@@ -1,0 +1,82 @@
+"""The record files of one episode: read from the work tree, written back as one StateChange."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, SUBMISSIONS, record_path
+from jobstate.core.money import check_cost_entry
+from jobstate.errors import StateInvalid
+from jobstate.store import Store
+from jobstate.transaction import StateChange
+from jobstate.yamlio import dumps, load_file
+
+T = TypeVar("T")
+
+
+def load_record(store: Store, episode_id: str, name: str, empty: dict[str, Any]) -> dict[str, Any]:
+    """One record file of an episode as loaded YAML (``empty`` when absent). Read-only."""
+    rel = record_path(episode_id, name)
+    path = store.path(rel)
+    if not path.exists():
+        return empty
+    data = load_file(path, rel)
+    if not isinstance(data, dict) or data.get("schema") != 1:
+        raise StateInvalid(f"{rel}: expected a mapping with schema: 1")
+    return data
+
+
+def submissions(store: Store, episode_id: str) -> dict[str, list[dict[str, Any]]]:
+    """Attempts per step, from submissions.yaml. Read-only."""
+    data = load_record(store, episode_id, SUBMISSIONS, {"schema": 1, "steps": {}})
+    steps = data.get("steps")
+    if not isinstance(steps, dict) or not all(isinstance(v, list) for v in steps.values()):
+        raise StateInvalid(f"{record_path(episode_id, SUBMISSIONS)}: 'steps' must map step names to lists of attempts")
+    return steps
+
+
+def cost_entries(store: Store, episode_id: str) -> list[dict[str, Any]]:
+    """The cost ledger of an episode. Read-only."""
+    rel = record_path(episode_id, COSTS)
+    data = load_record(store, episode_id, COSTS, {"schema": 1, "entries": []})
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise StateInvalid(f"{rel}: 'entries' must be a list")
+    return [check_cost_entry(e, rel) for e in entries]
+
+
+def artifacts(store: Store, episode_id: str) -> dict[str, dict[str, Any]]:
+    """Recorded artifacts: relative path -> {sha256, size, step}. Read-only."""
+    data = load_record(store, episode_id, ARTIFACTS, {"schema": 1, "artifacts": {}})
+    found = data.get("artifacts")
+    if not isinstance(found, dict):
+        raise StateInvalid(f"{record_path(episode_id, ARTIFACTS)}: 'artifacts' must be a mapping")
+    return found
+
+
+def approval(store: Store, episode_id: str) -> dict[str, Any] | None:
+    """The latest approval decision, or None. Read-only."""
+    data = load_record(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
+    decisions = data.get("decisions")
+    if not isinstance(decisions, list):
+        raise StateInvalid(f"{record_path(episode_id, APPROVAL)}: 'decisions' must be a list")
+    return decisions[-1] if decisions else None
+
+
+def record_change(
+    store: Store,
+    episode_id: str,
+    records: dict[str, Any],
+    message: str,
+    *,
+    result: T = None,  # type: ignore[assignment]
+    extra: tuple[str, ...] = (),
+) -> StateChange[T]:
+    """A change that writes YAML records (a name in the episode directory, or a repository path)
+    and commits them with ``extra`` work-tree files (artifacts) as they are."""
+    files: dict[str, bytes | None] = {}
+    for name, data in records.items():
+        files[name if "/" in name else record_path(episode_id, name)] = dumps(data)
+    for rel in extra:
+        files[rel] = store.path(rel).read_bytes()
+    return StateChange(result, files, message)

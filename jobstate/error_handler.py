@@ -1,0 +1,24 @@
+"""The one place where exceptions become an exit code and one line on stderr (never a traceback)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+from jobstate.errors import INTERRUPTED, USAGE, CommandFailed, JobstateError
+
+
+def run_handled(command: Callable[[], int]) -> int:
+    """Run ``command``; map what it raises to the exit-code table in jobstate.errors."""
+    try:
+        return command()
+    except JobstateError as exc:
+        label = "" if exc.exit_code == 0 or isinstance(exc, CommandFailed) else "error: "
+        print(f"jobstate: {label}{exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("jobstate: interrupted", file=sys.stderr)
+        return INTERRUPTED
+    except OSError as exc:
+        print(f"jobstate: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
+        return USAGE

@@ -1,0 +1,1 @@
+"""The Git boundary: the only code that runs git or imports GitPython."""

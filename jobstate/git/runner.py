@@ -1,0 +1,76 @@
+"""How jobstate starts git: no shell, no prompts, and a fixed policy for inherited ``GIT_*`` variables.
+
+Called from a Git hook or ``git rebase --exec``, the environment carries
+``GIT_DIR``, ``GIT_INDEX_FILE`` and friends that point at the repository the
+hook runs for. jobstate always names its repository itself (the work tree it
+was given), so every variable that would redirect git to another repository,
+index or object store is dropped; identity, configuration and transport
+variables (``GIT_AUTHOR_NAME``, ``GIT_CONFIG_*``, ``GIT_SSH_COMMAND``) are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from jobstate.errors import GitError, UsageError
+
+# variables that would point git at another repository, index or object store
+REDIRECTING = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
+
+
+def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment every git child gets (see the module docstring)."""
+    env = {k: v for k, v in os.environ.items() if k not in REDIRECTING}
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def first_error_line(text: str) -> str:
+    """The line of git's output that says what went wrong."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:", "!")):
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def run_git(
+    cwd: Path,
+    *args: str,
+    input: bytes | None = None,  # noqa: A002 - mirrors subprocess
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``git ARGS`` in ``cwd`` without a shell; with ``check``, a failure is a GitError."""
+    try:
+        proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=git_env(env), check=False)
+    except FileNotFoundError:
+        raise UsageError("git is not installed or not on PATH") from None
+    if check and proc.returncode != 0:
+        raise GitError(f"git {args[0]} failed in {cwd}: {first_error_line(proc.stderr.decode('utf-8', 'replace'))}")
+    return proc
+
+
+def popen_git(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """A long-running git child with pipes for stdin and stdout (``cat-file --batch``)."""
+    try:
+        return subprocess.Popen(
+            ["git", *args], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=git_env(env)
+        )
+    except FileNotFoundError:
+        raise UsageError("git is not installed or not on PATH") from None

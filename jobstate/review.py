@@ -1,0 +1,80 @@
+"""Review of an episode's output: approval or rejection, and completion into history/."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobstate.catalog import Catalog
+from jobstate.core.clock import format_time
+from jobstate.core.layout import APPROVAL, history_path
+from jobstate.core.money import totals
+from jobstate.episode_files import approval, artifacts, cost_entries, load_record, record_change, submissions
+from jobstate.errors import StepAlreadyCompleted, SubmissionUnknown, UsageError
+from jobstate.paid import guard, resolve_command
+from jobstate.store import Store
+from jobstate.transaction import StateChange, transact
+
+
+def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, reason: str = "") -> dict[str, Any]:
+    """Record an approval (or rejection) of the episode's output and commit it."""
+    if not by.strip():
+        raise UsageError("approve needs --by NAME")
+    if reject and not reason.strip():
+        raise UsageError("a rejection needs --reason TEXT")
+
+    def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
+        guard(store, episode_id)
+        _refuse_open_steps(store, episode_id, "approve")
+        data = load_record(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
+        decision = {"status": "rejected" if reject else "approved", "by": by, "at": format_time(store.now())}
+        if reason:
+            decision["reason"] = reason
+        data["decisions"] = [*data.get("decisions", []), decision]
+        message = f"{decision['status']} {episode_id} by {by}"
+        return record_change(store, episode_id, {APPROVAL: data}, message, result=decision)
+
+    return transact(store, decide)
+
+
+def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
+    for step, attempts in submissions(store, episode_id).items():
+        state = attempts[-1].get("state") if attempts else None
+        if state == "intent":
+            raise SubmissionUnknown(
+                f"cannot {action} {episode_id}: step {step} is unknown; run: {resolve_command(episode_id, step)}"
+            )
+        if state == "accepted":
+            raise UsageError(
+                f"cannot {action} {episode_id}: step {step} is still running at the vendor "
+                f"({attempts[-1].get('remote_ref')}); run the step again to collect it"
+            )
+
+
+def complete(store: Store, episode_id: str) -> dict[str, Any]:
+    """Write and commit history/<id>.yaml; refuses while a step is unknown or the episode unapproved."""
+
+    def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
+        if store.path(history_path(episode_id)).exists():
+            raise StepAlreadyCompleted(f"episode {episode_id} is already completed")
+        episode = guard(store, episode_id)
+        _refuse_open_steps(store, episode_id, "complete")
+        decision = approval(store, episode_id)
+        if decision is None or decision.get("status") != "approved":
+            raise UsageError(
+                f"episode {episode_id} is not approved; approve it first: "
+                f"jobstate approve --episode {episode_id} --by NAME"
+            )
+        refs = {str(a["remote_ref"]) for s in submissions(store, episode_id).values() for a in s if a.get("remote_ref")}
+        record = {
+            **episode.to_yaml_dict(),
+            "status": "completed",
+            "completed_at": format_time(store.now()),
+            "approval": decision,
+            "remote_refs": sorted(refs),
+            "cost_totals": totals(cost_entries(store, episode_id)),
+            "artifacts": artifacts(store, episode_id),
+        }
+        path = history_path(episode_id)
+        return record_change(store, episode_id, {path: record}, f"complete {episode_id}", result=record)
+
+    return transact(store, decide)

@@ -1,0 +1,141 @@
+"""What HEAD and the work tree hold, read under the lock: the catalog refresh and the scan of state/.
+
+The catalog is brought up to date with HEAD incrementally (``git diff-tree``)
+or rebuilt; the scan finds episodes a killed allocate wrote but never
+committed, and refuses anything in state/ that jobstate did not write.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from jobstate.catalog import Catalog, Row
+from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, HISTORY, STATE, describes_episode, episode_path
+from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
+from jobstate.errors import StateInvalid, UsageError
+from jobstate.git.objects import blob_sha
+from jobstate.store import Store
+from jobstate.yamlio import load_file, loads
+
+
+def fresh_catalog(store: Store) -> Catalog:
+    """The catalog, brought up to date with HEAD (call under the lock)."""
+    cat = store.open_catalog()
+    head = store.git.head_commit()
+    known = cat.meta("head") or None
+    if known != head:
+        _refresh(store, cat, known, head)
+    if cat.meta("config_blob") is None:
+        try:
+            data = (store.root / CONFIG_FILE).read_bytes()
+        except FileNotFoundError:
+            data = b""
+        cat.update(head=head, add=[], remove=[], config_blob=blob_sha(data), config=store.config.to_json())
+    return cat
+
+
+def _refresh(store: Store, cat: Catalog, known: str | None, head: str | None) -> None:
+    if head is None:
+        cat.update(head=None, add=[], remove=[], replace_all=True)
+        return
+    changed = store.git.diff_names(known, head, STATE, HISTORY) if known else None
+    if changed is None:
+        entries = store.git.ls_tree(head, STATE, HISTORY)
+        replace_all = True
+    else:
+        relevant = [p for p in changed if describes_episode(p)]
+        entries = store.git.ls_tree(head, *relevant) if relevant else []
+        replace_all = False
+    add = rows_from_blobs(store, [(sha, path) for _mode, sha, path in entries if describes_episode(path)])
+    remove = [] if changed is None else [p for p in changed if describes_episode(p)]
+    cat.update(head=head, add=add, remove=remove, replace_all=replace_all)
+
+
+def rows_from_blobs(store: Store, blobs: list[tuple[str, str]]) -> list[Row]:
+    """Catalog rows for committed files (blob ID, path), read from the work tree when it matches."""
+    rows: list[Row] = []
+    missing: list[tuple[str, str]] = []
+    datas: dict[str, bytes] = {}
+    for sha, path in blobs:
+        try:
+            data = (store.root / path).read_bytes()
+        except OSError:
+            data = None
+        if data is not None and blob_sha(data) == sha:
+            datas[path] = data
+        else:
+            missing.append((sha, path))
+    if missing:
+        with store.git.object_reader() as read:
+            for sha, path in missing:
+                datas[path] = read(sha)[1]
+    for sha, path in blobs:
+        name = describes_episode(path)
+        assert name is not None
+        data = loads(datas[path], path)
+        if path.startswith(HISTORY):
+            rec = history_from_yaml_dict(data, path, name)
+            key = rec.allocation_key or ""  # a migrated history file names only its episode
+            rows.append(Row(path, rec.episode_id, rec.period_id, rec.sequence, key, sha))
+        else:
+            ep = episode_from_yaml_dict(data, path, name)
+            rows.append(Row(path, ep.episode_id, ep.period_id, ep.sequence, ep.allocation_key, sha))
+    return rows
+
+
+def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
+    """Episodes written to state/ but never committed (a killed allocate); call under the lock.
+
+    Anything else in state/ that Git does not know is an error: jobstate
+    never commits files it did not write.
+    """
+    if cat.meta("state_mtime") == store.state_mtime(cat.meta("head")):
+        return []
+    known = cat.state_ids()
+    present = set()
+    found: list[Episode] = []
+    with os.scandir(store.root / STATE) as it:
+        entries = list(it)
+    for entry in entries:
+        if entry.name.startswith("."):
+            continue
+        present.add(entry.name)
+        if entry.name in known:
+            continue
+        rel = f"{STATE}/{entry.name}"
+        if not entry.is_dir(follow_symlinks=False):
+            raise StateInvalid(f"{rel}: state/ holds only episode directories; move this file away")
+        files = os.listdir(entry.path)
+        if EPISODE_FILE not in files:
+            if all(f.startswith(".tmp-") for f in files):
+                # a killed atomic write: the episode never existed
+                shutil.rmtree(entry.path)
+                continue
+            raise StateInvalid(f"{rel}: directory has no {EPISODE_FILE}; remove it or restore the file")
+        path = episode_path(entry.name)
+        found.append(episode_from_yaml_dict(load_file(store.root / path, path), path, entry.name))
+    gone = sorted(known - present)
+    if gone:
+        raise UsageError(
+            f"{STATE}/{gone[0]} is committed but missing from the work tree; restore it with: "
+            f"git checkout -- {STATE}/{gone[0]}"
+        )
+    if not found:
+        cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
+    return found
+
+
+def check_clean(store: Store, row: Row) -> bytes:
+    """The bytes of a committed file, refusing when the work tree differs from the commit."""
+    try:
+        data = (store.root / row.path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(
+            f"{row.path} is committed but missing from the work tree; restore it with: git checkout -- {row.path}"
+        ) from None
+    if blob_sha(data) != row.blob:
+        raise UsageError(
+            f"{row.path} has uncommitted changes; commit them or restore the file with: git checkout -- {row.path}"
+        )
+    return data
