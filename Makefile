@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n auto $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m jobstate_demo.demo

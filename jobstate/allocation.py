@@ -32,8 +32,8 @@ def allocate(store: Store, key: str, period: Period) -> Allocation:
     found = _committed_answer(store, key, period)
     if found is not None:
         return found
-    # start-up: the lock-free retry above loads no YAML, lock or Git-writing module; a decision does
-    from jobstate.allocation_decision import allocate_locked  # noqa: PLC0415
+    # the lock-free retry above loads no YAML, lock or Git-writing module; a decision does
+    from jobstate.allocation_decision import allocate_locked  # noqa: PLC0415 - start-up
 
     return allocate_locked(store, key, period)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from jobstate.core.layout import CONFIG_FILE
 from jobstate.core.periods import KINDS
@@ -46,8 +47,6 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
     if not isinstance(tz, str):
         raise StateInvalid(f"{source}: timezone must be a name such as UTC or Europe/Berlin")
     try:
-        from zoneinfo import ZoneInfo  # noqa: PLC0415 - only when a config names one
-
         ZoneInfo(tz)
     except (ValueError, KeyError, OSError):
         raise StateInvalid(f"{source}: unknown timezone {tz!r}") from None

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from jobstate.error_handler import run_handled
-from jobstate.errors import UsageError
+from jobstate.errors import EXIT_CODES, UsageError
 from jobstate.store import StoreOptions
 from jobstate.version import __version__
 
@@ -137,7 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the commands)."""
     common = _Parser(add_help=False)
     _add_common(common, argparse.SUPPRESS)
-    parser = _Parser(prog="jobstate", description="Durable, idempotent episode IDs for recurring paid jobs.")
+    codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
+    parser = _Parser(
+        prog="jobstate",
+        description="Durable, idempotent episode IDs for recurring paid jobs.",
+        epilog=f"exit codes (the same in every command):\n{codes}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"jobstate {__version__}")
     _add_common(parser, None)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")

@@ -8,6 +8,7 @@ from jobstate.catalog import Catalog
 from jobstate.core.clock import format_time
 from jobstate.core.layout import APPROVAL, history_path
 from jobstate.core.money import totals
+from jobstate.core.records import AttemptState
 from jobstate.episode_files import approval, artifacts, cost_entries, load_record, record_change, submissions
 from jobstate.errors import StepAlreadyCompleted, SubmissionUnknown, UsageError
 from jobstate.paid import guard, resolve_command
@@ -39,11 +40,11 @@ def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, rea
 def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
     for step, attempts in submissions(store, episode_id).items():
         state = attempts[-1].get("state") if attempts else None
-        if state == "intent":
+        if state == AttemptState.INTENT:
             raise SubmissionUnknown(
                 f"cannot {action} {episode_id}: step {step} is unknown; run: {resolve_command(episode_id, step)}"
             )
-        if state == "accepted":
+        if state == AttemptState.ACCEPTED:
             raise UsageError(
                 f"cannot {action} {episode_id}: step {step} is still running at the vendor "
                 f"({attempts[-1].get('remote_ref')}); run the step again to collect it"

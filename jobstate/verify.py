@@ -7,55 +7,28 @@ Git objects only, so it works on a pull request head and in a bare clone.
 
 from __future__ import annotations
 
-import reprlib
-from collections import Counter
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 from jobstate.core.layout import RECORD_FILES
-from jobstate.core.money import check_cost_entry, totals
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
-from jobstate.core.records import episode_from_yaml_dict, history_from_yaml_dict
+from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
+from jobstate.facts import (
+    Facts,
+    Problem,
+    approval,
+    artifact_map,
+    compare,
+    cost_tuples,
+    fill_from_episode_fields,
+    legacy_facts,
+)
 from jobstate.git.snapshot import Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.yamlio import loads
-
-_LEGACY_FIELDS = ("remote_tasks", "approval", "costs", "completed_at", "artifacts")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding: the file, what is wrong, and whether it fails verify."""
-
-    path: str
-    message: str
-    severity: str = "error"
-
-    def to_json(self) -> dict[str, str]:
-        """For ``--json``."""
-        return {"path": self.path, "message": self.message, "severity": self.severity}
-
-
-@dataclass
-class Facts:
-    """What one episode records, normalised across the legacy and current layouts."""
-
-    episode_id: str
-    legacy: bool = False
-    period_id: str = ""
-    sequence: int = -1
-    allocation_key: str | None = None
-    from_id: str | None = None
-    artifacts: dict[str, tuple[str, int | None]] = field(default_factory=dict)
-    costs: list[tuple[str, str, str, str | None]] = field(default_factory=list)
-    remote_refs: list[str] = field(default_factory=list)
-    approval: tuple[str, str, str] | None = None
-    completed_at: str | None = None
-    unknown_steps: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -102,13 +75,6 @@ class Report:
         }
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
     try:
         return loads(snap.read(path), path)
@@ -119,75 +85,11 @@ def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
     return None
 
 
-def _artifact_map(value: Any, path: str, problems: list[Problem]) -> dict[str, tuple[str, int | None]]:
-    """Both layouts: ``{name: 'sha256:<hex>'}`` (legacy) and ``{name: {sha256, size}}``."""
-    out: dict[str, tuple[str, int | None]] = {}
-    if value is None:
-        return out
-    if not isinstance(value, dict):
-        problems.append(Problem(path, "artifacts must be a mapping of path to hash"))
-        return out
-    for name, record in value.items():
-        if isinstance(record, str) and record.startswith("sha256:") and len(record) == 71:
-            out[str(name)] = (record[7:], None)
-        elif isinstance(record, dict) and isinstance(record.get("sha256"), str) and isinstance(record.get("size"), int):
-            out[str(name)] = (record["sha256"], record["size"])
-        else:
-            problems.append(Problem(path, f"artifact {name!r}: expected sha256 and size, found {reprlib.repr(record)}"))
-    return out
-
-
-def _cost_tuples(
-    entries: Any, path: str, problems: list[Problem], legacy: bool
-) -> list[tuple[str, str, str, str | None]]:
-    out: list[tuple[str, str, str, str | None]] = []
-    if entries is None:
-        return out
-    if not isinstance(entries, list):
-        problems.append(Problem(path, "costs must be a list of entries"))
-        return out
-    for entry in entries:
-        try:
-            if legacy:
-                if not isinstance(entry, dict):
-                    raise StateInvalid("a cost entry must be a mapping")
-                Decimal(str(entry["amount"]))
-                if not isinstance(entry["amount"], str):
-                    raise StateInvalid(f"amount {entry['amount']!r} must be a decimal string, not a number")
-            else:
-                check_cost_entry(entry, path)
-            out.append((str(entry["step"]), str(entry["amount"]), str(entry["currency"]), entry.get("remote_ref")))
-        except (StateInvalid, KeyError, InvalidOperation, TypeError) as exc:
-            problems.append(
-                Problem(path, f"malformed cost entry {reprlib.repr(entry)}: {str(exc).removeprefix(path + ': ')}")
-            )
-    return out
-
-
-def _approval(value: Any) -> tuple[str, str, str] | None:
-    if isinstance(value, dict) and "status" in value:
-        return (str(value.get("status")), str(value.get("by")), str(value.get("at")))
-    return None
-
-
-def _legacy_facts(name: str, data: dict[str, Any], path: str, problems: list[Problem]) -> Facts:
-    facts = Facts(name, legacy=True, period_id=name)
-    _fill_from_episode_fields(facts, data, path, problems)
-    return facts
-
-
-def _fill_from_episode_fields(facts: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    """Fields that legacy episodes (and migrated ones, which keep them) carry in episode.yaml."""
-    facts.artifacts.update(_artifact_map(data.get("artifacts"), path, problems))
-    facts.costs += _cost_tuples(data.get("costs"), path, problems, legacy=True)
-    refs = data.get("remote_tasks") or []
-    if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
-        problems.append(Problem(path, "remote_tasks must be a list of strings"))
-    else:
-        facts.remote_refs += refs
-    facts.approval = _approval(data.get("approval")) or facts.approval
-    if data.get("completed_at") is not None:
-        facts.completed_at = str(data["completed_at"])
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
 
 
 def collect(
@@ -257,7 +159,7 @@ def _collect_episode(
         problems.append(
             Problem(base, f"legacy week-only ID {name}: run jobstate migrate to give it a versioned ID", "warning")
         )
-        f = _legacy_facts(name, data, episode_path, problems)
+        f = legacy_facts(name, data, episode_path, problems)
         _collect_records(snap, f, base, paths, problems)
         return f
     try:
@@ -265,15 +167,13 @@ def _collect_episode(
     except StateInvalid as exc:
         problems.append(Problem(episode_path, str(exc).removeprefix(f"{episode_path}: ")))
         return None
-    migration = data.get("migration")
     f = Facts(
         episode.episode_id,
         period_id=episode.period_id,
         sequence=episode.sequence,
         allocation_key=episode.allocation_key,
-        from_id=str(migration.get("from_id")) if isinstance(migration, dict) else None,
     )
-    _fill_from_episode_fields(f, data, episode_path, problems)
+    fill_from_episode_fields(f, data, episode_path, problems)
     _collect_records(snap, f, base, paths, problems)
     return f
 
@@ -299,13 +199,13 @@ def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], probl
             problems.append(Problem(path, "expected a mapping with schema: 1"))
             continue
         if path == costs_path:
-            f.costs += _cost_tuples(data.get("entries"), path, problems, legacy=False)
+            f.costs += cost_tuples(data.get("entries"), path, problems, legacy=False)
         elif path == arts_path:
-            f.artifacts.update(_artifact_map(data.get("artifacts"), path, problems))
+            f.artifacts.update(artifact_map(data.get("artifacts"), path, problems))
         elif path == appr_path:
             decisions = data.get("decisions")
             if isinstance(decisions, list) and decisions:
-                f.approval = _approval(decisions[-1])
+                f.approval = approval(decisions[-1])
         else:
             _collect_submissions(f, data, path, problems)
     recorded = {f"{base}/{rel}" for rel in f.artifacts}
@@ -326,11 +226,11 @@ def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: li
             problems.append(Problem(path, f"step {step!r}: attempts must be a list of mappings"))
             continue
         for attempt in attempts:
-            if attempt.get("state") not in ("intent", "accepted", "completed", "not-submitted"):
+            if attempt.get("state") not in {state.value for state in AttemptState}:
                 problems.append(Problem(path, f"step {step!r}: unknown state {attempt.get('state')!r}"))
             if attempt.get("remote_ref"):
                 f.remote_refs.append(str(attempt["remote_ref"]))
-        if attempts and attempts[-1].get("state") == "intent":
+        if attempts and attempts[-1].get("state") == AttemptState.INTENT:
             f.unknown_steps.append(str(step))
             problems.append(
                 Problem(
@@ -354,7 +254,7 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         problems.append(Problem(path, f"legacy week-only history {name}: run jobstate migrate", "warning"))
         if episode is None:
             hist = Facts(name, legacy=True, period_id=name)
-            _fill_from_episode_fields(hist, data, path, problems)
+            fill_from_episode_fields(hist, data, path, problems)
             facts[name] = hist
         elif data.get("completed_at") is not None:
             episode.completed_at = episode.completed_at or str(data["completed_at"])
@@ -369,7 +269,7 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         hist = Facts(
             name, period_id=recorded.period_id, sequence=recorded.sequence, allocation_key=recorded.allocation_key
         )
-        _fill_from_episode_fields(hist, data, path, problems)
+        fill_from_episode_fields(hist, data, path, problems)
         facts[name] = hist
         return
     for attr in ("period_id", "sequence", "allocation_key"):
@@ -391,7 +291,7 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
 def _compare_history_artifacts(data: dict[str, Any], path: str, episode: Facts | None, problems: list[Problem]) -> None:
     if episode is None or data.get("artifacts") is None:
         return
-    listed = {k: v[0] for k, v in _artifact_map(data.get("artifacts"), path, problems).items()}
+    listed = {k: v[0] for k, v in artifact_map(data.get("artifacts"), path, problems).items()}
     actual = {k: v[0] for k, v in episode.artifacts.items()}
     if listed != actual:
         missing = sorted(set(listed.items()) ^ set(actual.items()))
@@ -471,45 +371,6 @@ def _check_clean(cwd: Path, report: Report) -> None:
             code, path = item[:2].decode(), item[3:].decode("utf-8", "surrogateescape")
             what = "untracked" if code == "??" else "uncommitted change"
             report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
-
-
-def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
-    """What a migration must preserve, as lines ``what: old -> new``; empty when all is kept."""
-    lines: list[str] = []
-
-    def multiset(label: str, old: Counter[Any], cur: Counter[Any]) -> None:
-        for item in sorted(set(old) | set(cur), key=repr):
-            if old[item] != cur[item]:
-                lines.append(f"{label} {item}: {old[item]} in base, {cur[item]} now")
-
-    def gather(facts: dict[str, Facts]) -> dict[str, Counter[Any]]:
-        out: dict[str, Counter[Any]] = {k: Counter() for k in ("hash", "cost", "ref", "approval", "completed")}
-        for f in facts.values():
-            out["hash"].update(f"sha256:{sha}" for sha, _size in f.artifacts.values())
-            out["cost"].update(f.costs)
-            out["ref"].update(f.remote_refs)
-            if f.approval:
-                out["approval"][f.approval] += 1
-            if f.completed_at:
-                out["completed"][f.completed_at] += 1
-        return out
-
-    old, cur = gather(base), gather(new)
-    multiset("artifact hash", old["hash"], cur["hash"])
-    multiset("cost entry", old["cost"], cur["cost"])
-    old_totals = totals([{"amount": a, "currency": c} for (_s, a, c, _r), n in old["cost"].items() for _ in range(n)])
-    cur_totals = totals([{"amount": a, "currency": c} for (_s, a, c, _r), n in cur["cost"].items() for _ in range(n)])
-    for currency in sorted(set(old_totals) | set(cur_totals)):
-        if old_totals.get(currency) != cur_totals.get(currency):
-            lines.append(
-                f"total {currency}: {old_totals.get(currency, '0')} in base, {cur_totals.get(currency, '0')} now"
-            )
-    multiset("remote task", old["ref"], cur["ref"])
-    if sum(old["ref"].values()) != sum(cur["ref"].values()):
-        lines.append(f"remote task count: {sum(old['ref'].values())} in base, {sum(cur['ref'].values())} now")
-    multiset("approval", old["approval"], cur["approval"])
-    multiset("completion time", old["completed"], cur["completed"])
-    return lines
 
 
 def verify(

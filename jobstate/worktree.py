@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 
+from jobstate.atomic import TEMP_PREFIX
 from jobstate.catalog import Catalog, Row
 from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, HISTORY, STATE, describes_episode, episode_path
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
@@ -108,11 +109,15 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
             raise StateInvalid(f"{rel}: state/ holds only episode directories; move this file away")
         files = os.listdir(entry.path)
         if EPISODE_FILE not in files:
-            if all(f.startswith(".tmp-") for f in files):
-                # a killed atomic write: the episode never existed
+            if files and all(f.startswith(TEMP_PREFIX) for f in files):
+                # only temp files of a killed atomic write of ours: the episode never existed
                 shutil.rmtree(entry.path)
                 continue
-            raise StateInvalid(f"{rel}: directory has no {EPISODE_FILE}; remove it or restore the file")
+            what = "is an empty directory" if not files else f"has no {EPISODE_FILE}"
+            raise StateInvalid(
+                f"{rel} {what} that jobstate did not write; state/ holds only episode directories: "
+                "move it away or restore its episode.yaml (nothing was changed)"
+            )
         path = episode_path(entry.name)
         found.append(episode_from_yaml_dict(load_file(store.root / path, path), path, entry.name))
     gone = sorted(known - present)

@@ -11,6 +11,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from jobstate.core.money import totals
+from jobstate.episode_files import cost_entries
+from jobstate.store import Store
+from jobstate_demo.vendor_sim import VendorSimulator, arm_fault_remote, ledger
+
 
 def _run(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
@@ -77,7 +82,6 @@ def allocation_demo(repo: Path) -> None:
 
 def pipeline_demo(repo: Path) -> None:
     """One week of the media pipeline against the local vendor simulator, with one injected fault."""
-    from jobstate_demo.vendor_sim import VendorSimulator, arm_fault_remote, ledger  # noqa: PLC0415
 
     with VendorSimulator(price="12.40", currency="USD") as vendor:
         step = [sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url]
@@ -114,8 +118,6 @@ def pipeline_demo(repo: Path) -> None:
             print(f"--- state/{episode}/{name}")
             print((repo / "state" / episode / name).read_text().rstrip())
         _section(f"cost ledger (state/{episode}/costs.yaml) beside the simulator's own charges")
-        from jobstate.episode_files import cost_entries  # noqa: PLC0415
-        from jobstate.store import Store  # noqa: PLC0415
 
         with Store(repo) as store:
             ours = cost_entries(store, episode)
@@ -128,7 +130,6 @@ def pipeline_demo(repo: Path) -> None:
             vendor_side = f"{match[0]['amount']} {match[0]['currency']} {match[0]['task_id']}" if match else "-"
             our_side = f"{entry['amount']} {entry['currency']} {entry['remote_ref']}"
             print(f"  {entry['step']:<11} {our_side:<22} {vendor_side:<22}")
-        from jobstate.core.money import totals  # noqa: PLC0415
 
         print(f"  total: jobstate {totals(ours)}, vendor {theirs['totals']}, vendor charges: {len(rows)}")
         if totals(ours) != theirs["totals"] or len(rows) != len(ours):

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from jobstate.errors import AllocationConflict, JobstateError, StateInvalid, Usa
 from jobstate.store import Store
 from jobstate.yamlio import dumps
 
-from .conftest import committed_files, git, status
+from .conftest import committed_files, git, run_cli, status
 
 W32 = parse_period("2026-W32")
 W33 = parse_period("2026-W33")
@@ -255,3 +257,25 @@ def test_uninitialized_repo_is_refused(tmp_path: Path) -> None:
     git(plain, "init", "-q")
     with Store(plain) as s, pytest.raises(UsageError, match="jobstate init"):
         allocate(s, "a", W32)
+
+
+def test_at_beyond_the_calendar_is_a_usage_error(repo: Path) -> None:
+    proc = run_cli("allocate", "--key", "c", "--at", "9999-12-31T23:59:59-12:00", cwd=repo)
+    assert proc.returncode == 2
+    assert "outside the calendar" in proc.stderr
+
+
+@pytest.mark.parametrize("key", ["right\u202eto-left", "line\u2028sep", "zero\u200bwidth"])
+def test_format_characters_are_refused_in_keys(store: Store, key: str) -> None:
+    with pytest.raises(UsageError):
+        allocate(store, key, W32)
+
+
+def test_non_utf8_key_says_so(repo: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", "allocate", "--key", b"caf\xff".decode("utf-8", "surrogateescape"),
+         "--week", "2026-W32"],
+        cwd=repo, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "not valid UTF-8" in proc.stderr

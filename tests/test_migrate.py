@@ -1,9 +1,5 @@
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +10,9 @@ from jobstate.store import Store
 from jobstate.yamlio import loads
 
 from .conftest import git, run_cli, status
+from .fakegit import fake_git, run_killed
 from .legacy import make_legacy_repo, write_legacy_week
 from .snapshots import tree_state
-from .test_crash import _fake_git
 
 WEEKS = ["2026-W30", "2026-W31", "2026-W53"]
 
@@ -81,14 +77,18 @@ def test_after_migration_allocation_continues_the_week(legacy: Path) -> None:
         assert allocate(store, "legacy:2026-W31", parse_period("2026-W31")).episode_id == "2026-W31-0"
 
 
-def test_refuses_a_dirty_tree(legacy: Path) -> None:
-    (legacy / "state" / "2026-W30" / "notes.txt").write_text("wip")
+def _assert_refused(legacy: Path, code: int, says: str, week: str) -> None:
     before = git(legacy, "rev-parse", "HEAD")
     proc = run_cli("migrate", cwd=legacy)
-    assert proc.returncode == 2
-    assert "clean tree" in proc.stderr
+    assert proc.returncode == code, proc.stderr
+    assert says in proc.stderr
     assert git(legacy, "rev-parse", "HEAD") == before
-    assert (legacy / "state" / "2026-W30").is_dir()
+    assert (legacy / "state" / week).is_dir()
+
+
+def test_refuses_a_dirty_tree(legacy: Path) -> None:
+    (legacy / "state" / "2026-W30" / "notes.txt").write_text("wip")
+    _assert_refused(legacy, 2, "clean tree", "2026-W30")
 
 
 def test_refuses_a_sequence_clash(legacy: Path) -> None:
@@ -111,12 +111,7 @@ def test_refuses_a_sequence_clash(legacy: Path) -> None:
 def test_refuses_when_an_artifact_no_longer_matches(legacy: Path) -> None:
     (legacy / "state" / "2026-W31" / "cover.png").write_bytes(b"changed")
     git(legacy, "commit", "-qam", "someone re-rendered the cover")
-    before = git(legacy, "rev-parse", "HEAD")
-    proc = run_cli("migrate", cwd=legacy)
-    assert proc.returncode == 7
-    assert "state/2026-W31/cover.png" in proc.stderr
-    assert git(legacy, "rev-parse", "HEAD") == before
-    assert (legacy / "state" / "2026-W31").is_dir()
+    _assert_refused(legacy, 7, "state/2026-W31/cover.png", "2026-W31")
 
 
 def test_refuses_hostile_or_malformed_legacy_yaml(legacy: Path) -> None:
@@ -129,16 +124,8 @@ def test_refuses_hostile_or_malformed_legacy_yaml(legacy: Path) -> None:
 
 
 def test_kill_after_the_commit_is_finished_by_the_next_command(legacy: Path, tmp_path: Path) -> None:
-    env = _fake_git(tmp_path, "update-index")
-    proc = subprocess.run(
-        [sys.executable, "-m", "jobstate", "migrate"],
-        cwd=legacy,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        check=False,
-    )
-    assert proc.returncode == -signal.SIGKILL
+    env = fake_git(tmp_path, "update-index")
+    run_killed(legacy, env, "migrate")
     assert "jobstate migrate" in git(legacy, "log", "-1", "--format=%s")
     run_cli("init", cwd=legacy)  # any state-changing command finishes the work tree and index first
     assert status(legacy) == ""
@@ -159,3 +146,18 @@ def test_history_only_legacy_week(tmp_path: Path) -> None:
     proc = run_cli("migrate", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert (repo / "history" / "2026-W20-0.yaml").exists()
+
+
+W32 = parse_period("2026-W32")
+
+
+def test_migrate_is_not_blamed_for_problems_it_did_not_make(tmp_path: Path) -> None:
+    legacy = tmp_path / "legacy"
+    make_legacy_repo(legacy, ["2026-W30"])
+    (legacy / "state" / "junk").mkdir()
+    (legacy / "state" / "junk" / "f").write_text("x")
+    git(legacy, "add", "-A")
+    git(legacy, "commit", "-qm", "junk that predates the migration")
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 0, proc.stderr
+    assert (legacy / "state" / "2026-W30-0" / "episode.yaml").exists()

@@ -4,7 +4,6 @@ import json
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,21 +11,21 @@ import pytest
 from jobstate.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.episode_files import cost_entries, submissions
-from jobstate.errors import EpisodeUnknown, LockTimeout, StepAlreadyCompleted, SubmissionUnknown, UsageError
+from jobstate.errors import (
+    EpisodeUnknown,
+    LockTimeout,
+    StepAlreadyCompleted,
+    SubmissionUnknown,
+    UsageError,
+)
 from jobstate.paid import paid_step, resolve
 from jobstate.review import approve, complete
 from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator, submit
 
-from .conftest import FIXED, git, run_cli, status
+from .conftest import FIXED, committed_files, git, run_cli, status, vendor_step
 
 W32 = parse_period("2026-W32")
-
-
-@pytest.fixture
-def vendor() -> Iterator[VendorSimulator]:
-    with VendorSimulator(price="12.40") as sim:
-        yield sim
 
 
 @pytest.fixture
@@ -82,7 +81,7 @@ def test_guard_refuses_before_credentials_or_client(store: Store, repo: Path, ep
 
 
 def test_no_paid_or_state_command_creates_an_episode(repo: Path, vendor: VendorSimulator) -> None:
-    cmd = [sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
+    cmd = vendor_step(vendor.url)
     for args in (
         ["run", "--episode", "2026-W32-0", "--step", "generate", "--", *cmd],
         ["approve", "--episode", "2026-W32-0", "--by", "ed"],
@@ -192,7 +191,7 @@ def test_sigkill_between_intent_and_accept_then_resolve_charges_once(
         assert proc.stdout.readline() == "between intent and accept\n"
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    cmd = ["--", sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
+    cmd = ["--", *vendor_step(vendor.url)]
     refused = run_cli("run", "--episode", episode, "--step", "generate", *cmd, cwd=repo)
     assert refused.returncode == 6
     assert f"jobstate resolve --episode {episode} --step generate" in refused.stderr
@@ -244,7 +243,7 @@ def test_run_passes_environment_and_exit_code(repo: Path, episode: str) -> None:
 
 def test_run_resume_sets_remote_ref(repo: Path, episode: str, vendor: VendorSimulator) -> None:
     vendor.arm_fault("drop_after_accept")
-    cmd = ["--", sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
+    cmd = ["--", *vendor_step(vendor.url)]
     assert run_cli("run", "--episode", episode, "--step", "generate", *cmd, cwd=repo).returncode == 75
     run_cli(
         "resolve",
@@ -313,14 +312,7 @@ def test_two_processes_same_step_do_not_both_submit(repo: Path, episode: str, ve
         "--step",
         "generate",
         "--",
-        sys.executable,
-        "-m",
-        "jobstate_demo.vendor_sim",
-        "step",
-        "--url",
-        vendor.url,
-        "--kind",
-        "generate",
+        *vendor_step(vendor.url),
     ]
     procs = [
         subprocess.Popen(cmd, cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
@@ -374,3 +366,20 @@ def test_fixed_clock_is_used_for_records(store: Store, episode: str) -> None:
     with paid_step(store, episode, "generate") as step:
         step.accepted("t-9")
     assert submissions(store, episode)["generate"][0]["accepted_at"] == FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_artifact_through_a_symlinked_directory_or_into_dot_git_is_refused(store: Store, repo: Path) -> None:
+    eid = allocate(store, "a", W32).episode_id
+    edir = repo / "state" / eid
+    with pytest.raises(RuntimeError), paid_step(store, eid, "generate") as step:
+        (edir / "real").mkdir()
+        (edir / "real" / "f.txt").write_text("x")
+        (edir / "sub").symlink_to("real")
+        (edir / "out" / ".git").mkdir(parents=True)
+        (edir / "out" / ".git" / "config").write_text("x")
+        for bad in ("sub/f.txt", "out/.git/config"):
+            with pytest.raises(UsageError):
+                step.artifact(bad)
+        step.artifact("real/f.txt")
+        raise RuntimeError("done")
+    assert "state/2026-W32-0/real/f.txt" in committed_files(repo)

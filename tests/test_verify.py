@@ -16,7 +16,7 @@ from jobstate.paid import paid_step
 from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
-from .conftest import git, run_cli
+from .conftest import git, run_cli, vendor_step
 from .snapshots import tree_state
 
 W32 = parse_period("2026-W32")
@@ -26,17 +26,7 @@ W32 = parse_period("2026-W32")
 def pipeline_repo(repo: Path) -> Path:
     """Two episodes with submissions, costs, artifacts, approval; one completed."""
     with VendorSimulator() as vendor, Store(repo) as store:
-        cmd = [
-            "--",
-            sys.executable,
-            "-m",
-            "jobstate_demo.vendor_sim",
-            "step",
-            "--url",
-            vendor.url,
-            "--kind",
-            "generate",
-        ]
+        cmd = ["--", *vendor_step(vendor.url)]
         for key in ("a", "b"):
             eid = allocate(store, key, W32).episode_id
             assert run_cli("run", "--episode", eid, "--step", "generate", *cmd, cwd=repo).returncode == 0

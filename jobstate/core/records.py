@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import reprlib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from jobstate.core.keys import validate_key
@@ -22,6 +23,18 @@ EPISODE_FIELDS = (
     "allocated_at",
     "status",
 )
+
+
+class AttemptState(StrEnum):
+    """Where one attempt of a paid step stands (``state:`` in submissions.yaml).
+
+    Write ``.value`` into YAML: the safe dumper knows plain strings only.
+    """
+
+    INTENT = "intent"  # committed before the body runs; unknown until accepted or resolved
+    ACCEPTED = "accepted"  # the vendor's task reference is recorded: resume, never resubmit
+    COMPLETED = "completed"
+    NOT_SUBMITTED = "not-submitted"  # certainly never accepted: a new attempt may run
 
 
 @dataclass(frozen=True)

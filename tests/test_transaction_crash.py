@@ -16,6 +16,7 @@ import pytest
 from jobstate.store import Store
 
 from .conftest import committed_files, git, run_cli, status
+from .fakegit import fake_git, run_killed
 
 KILLS = int(os.environ.get("JOBSTATE_TEST_KILLS", "100"))
 
@@ -61,36 +62,11 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(repo: Path) -> N
     _assert_consistent(repo, keys, "2026-W32")
 
 
-def _fake_git(tmp_path: Path, kill_on: str) -> dict[str, str]:
-    """A git on PATH that SIGKILLs its caller (jobstate) when asked to run ``kill_on``."""
-    real = shutil.which("git")
-    assert real is not None
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    script = bindir / "git"
-    script.write_text(
-        f'#!/bin/sh\nif [ "$1" = "{kill_on}" ] && [ -f "$KILL_ARMED" ]; then\n'
-        f'  rm -f "$KILL_ARMED"; kill -9 $PPID; sleep 5; exit 1\nfi\nexec {real} "$@"\n'
-    )
-    script.chmod(0o755)
-    armed = tmp_path / "armed"
-    armed.write_text("")
-    return {"PATH": f"{bindir}:{os.environ['PATH']}", "KILL_ARMED": str(armed)}
-
-
 @pytest.mark.parametrize("kill_on", ["update-ref", "update-index"])
 def test_kill_between_write_and_commit_or_commit_and_index(repo: Path, tmp_path: Path, kill_on: str) -> None:
     run_cli("allocate", "--key", "before", "--week", "2026-W32", cwd=repo)
-    env = _fake_git(tmp_path, kill_on)
-    proc = subprocess.run(
-        [sys.executable, "-m", "jobstate", "allocate", "--key", "victim", "--week", "2026-W32"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        check=False,
-    )
-    assert proc.returncode == -signal.SIGKILL
+    env = fake_git(tmp_path, kill_on)
+    run_killed(repo, env, "allocate", "--key", "victim", "--week", "2026-W32")
     assert (repo / "state" / "2026-W32-1" / "episode.yaml").exists()
     if kill_on == "update-ref":
         assert "state/2026-W32-1/episode.yaml" not in committed_files(repo)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.periods import parse_period
+
 from .conftest import committed_files, git, run_cli, status
 
 
@@ -203,3 +205,19 @@ def test_python_m_and_console_script_agree(repo: Path) -> None:
         env=dict(os.environ),
     )
     assert proc.stdout == "2026-W32-0\n"
+
+
+W32 = parse_period("2026-W32")
+
+
+@pytest.mark.parametrize("value", ["nan", "-5", "inf"])
+def test_lock_timeout_must_be_a_sane_number(repo: Path, value: str) -> None:
+    proc = run_cli("allocate", "--key", "c", "--week", "2026-W32", "--lock-timeout", value, cwd=repo)
+    assert proc.returncode == 2
+    assert not (repo / "state" / "2026-W32-0").exists()
+
+
+def test_remote_option_must_name_a_remote(repo: Path) -> None:
+    proc = run_cli("allocate", "--remote", "", "--key", "a", "--week", "2026-W32", cwd=repo)
+    assert proc.returncode == 2
+    assert "--remote needs" in proc.stderr

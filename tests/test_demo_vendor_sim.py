@@ -8,19 +8,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jobstate_demo import vendor_sim
 from jobstate_demo.vendor_sim import AcceptanceUnknown, VendorError, VendorSimulator
-
-
-@pytest.fixture
-def vendor() -> Iterator[VendorSimulator]:
-    with VendorSimulator() as sim:
-        yield sim
 
 
 def totals(url: str) -> dict[str, str]:

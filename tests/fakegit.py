@@ -1,0 +1,41 @@
+"""The one fake git: a real git on PATH that SIGKILLs its caller when asked to run one subcommand."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+
+def fake_git(tmp_path: Path, kill_on: str) -> dict[str, str]:
+    """A git on PATH that SIGKILLs its caller (jobstate) when asked to run ``kill_on``."""
+    real = shutil.which("git")
+    assert real is not None
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    script = bindir / "git"
+    script.write_text(
+        f'#!/bin/sh\nif [ "$1" = "{kill_on}" ] && [ -f "$KILL_ARMED" ]; then\n'
+        f'  rm -f "$KILL_ARMED"; kill -9 $PPID; sleep 5; exit 1\nfi\nexec {real} "$@"\n'
+    )
+    script.chmod(0o755)
+    armed = tmp_path / "armed"
+    armed.write_text("")
+    return {"PATH": f"{bindir}:{os.environ['PATH']}", "KILL_ARMED": str(armed)}
+
+
+def run_killed(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m jobstate ARGS`` with the fake git armed; it must die of SIGKILL."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    return proc

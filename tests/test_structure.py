@@ -1,0 +1,134 @@
+"""The shape of the package: data flows one way, and the retry path stays light."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import run_cli
+
+PACKAGE = Path(__file__).resolve().parent.parent / "jobstate"
+# function-local imports are allowed only here: the dispatch table, the package's lazy API,
+# and start-up exceptions that say so in their comment
+LAZY_BOUNDARIES = {"jobstate.main", "jobstate"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(imported module, line, inside a function) for every import outside TYPE_CHECKING."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[tuple[str, int, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            nested = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if isinstance(child, ast.ImportFrom) and child.module:
+                for alias in child.names:
+                    target = f"{child.module}.{alias.name}"
+                    found.append((target if _is_module(target) else child.module, child.lineno, in_function))
+            elif isinstance(child, ast.Import):
+                found.extend((alias.name, child.lineno, in_function) for alias in child.names)
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+def _is_module(name: str) -> bool:
+    rel = Path(*name.split("."))
+    return (PACKAGE.parent / rel).with_suffix(".py").exists() or (PACKAGE.parent / rel / "__init__.py").exists()
+
+
+def _graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        graph[name] = {t for t, _line, _fn in _imports(path) if t.startswith("jobstate") and t != name}
+    return graph
+
+
+def test_package_has_no_import_cycles_even_through_function_local_imports() -> None:
+    graph = _graph()
+    # the package __init__ only re-exports lazily; every module imports it implicitly, so it is no edge
+    graph = {k: {t for t in v if t != "jobstate"} for k, v in graph.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def walk(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycle = [*stack[stack.index(nxt) :], nxt]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                walk(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            walk(node)
+    assert "jobstate.transaction" in graph["jobstate.allocation_decision"]
+
+
+def test_function_local_imports_only_at_the_dispatch_boundary_or_documented_start_up_exceptions() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for _target, line, in_function in _imports(path):
+            if in_function and name not in LAZY_BOUNDARIES and "start-up" not in lines[line - 1]:
+                offenders.append(f"{name}:{line}: {lines[line - 1].strip()}")
+    assert offenders == []
+
+
+def test_core_is_pure_and_third_party_libraries_have_one_home_each() -> None:
+    homes: dict[str, set[str]] = {"yaml": set(), "portalocker": set(), "git": set(), "sqlite3": set()}
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module.split(".")[0]]
+            for lib in names:
+                if lib in homes:
+                    homes[lib].add(_module_name(path))
+            if _module_name(path).startswith("jobstate.core.") and names:
+                assert not {"subprocess", "os", "sqlite3", "yaml", "git", "portalocker"} & set(names), path
+    assert homes == {
+        "yaml": {"jobstate.yamlio"},
+        "portalocker": {"jobstate.lock"},
+        "git": {"jobstate.git.repo"},
+        "sqlite3": {"jobstate.catalog"},
+    }
+
+
+_PROBE = """
+import json, sys
+from jobstate.main import main
+code = main(sys.argv[1:])
+heavy = sorted(m for m in ("yaml", "portalocker", "git", "jobstate.transaction", "jobstate.lock") if m in sys.modules)
+print(json.dumps({"code": code, "heavy": heavy}), file=sys.stderr)
+"""
+
+
+def test_lock_free_retry_loads_no_yaml_portalocker_gitpython_or_transaction(repo: Path) -> None:
+    args = ["allocate", "--key", "nightly:2026-08-07", "--date", "2026-08-07"]
+    first = run_cli(*args, cwd=repo)
+    assert first.returncode == 0, first.stderr
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=repo, capture_output=True, text=True, check=False)
+    answer = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert answer == {"code": 0, "heavy": []}, proc.stderr
+    assert proc.stdout.strip() == first.stdout.strip()
