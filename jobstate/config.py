@@ -7,9 +7,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from jobstate.core.budget import Budget, budget_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE
 from jobstate.core.periods import KINDS
 from jobstate.errors import StateInvalid
+
+KNOWN = ("period", "timezone", "lock_timeout", "remote", "budget")
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,7 @@ class Config:
     timezone: str = "UTC"
     lock_timeout: float = 30.0
     remote: str | None = None
+    budget: Budget | None = None
 
     def to_json(self) -> str:
         """Compact form cached in the catalog."""
@@ -28,7 +32,9 @@ class Config:
     @classmethod
     def from_json(cls, text: str) -> Config:
         """Inverse of to_json."""
-        return cls(**json.loads(text))
+        data = json.loads(text)
+        budget = data.pop("budget", None)
+        return cls(**data, budget=None if budget is None else Budget(**budget))
 
 
 def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
@@ -37,9 +43,9 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
         return Config()
     if not isinstance(data, dict):
         raise StateInvalid(f"{source}: expected a mapping of settings")
-    unknown = sorted(set(data) - {"period", "timezone", "lock_timeout", "remote", "schema"})
+    unknown = sorted(set(data) - {*KNOWN, "schema"})
     if unknown:
-        raise StateInvalid(f"{source}: unknown setting {unknown[0]!r}; known: period, timezone, lock_timeout, remote")
+        raise StateInvalid(f"{source}: unknown setting {unknown[0]!r}; known: {', '.join(KNOWN)}")
     period = data.get("period", "iso-week")
     if period not in KINDS:
         raise StateInvalid(f"{source}: period {period!r} is not one of {', '.join(KINDS)}")
@@ -56,7 +62,8 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
     remote = data.get("remote")
     if remote is not None and (not isinstance(remote, str) or not remote or remote.startswith("-")):
         raise StateInvalid(f"{source}: remote must be the name of a git remote, e.g. origin")
-    return Config(period=period, timezone=tz, lock_timeout=float(timeout), remote=remote)
+    budget = None if data.get("budget") is None else budget_from_yaml_dict(data["budget"], period, source)
+    return Config(period=period, timezone=tz, lock_timeout=float(timeout), remote=remote, budget=budget)
 
 
 DEFAULT_CONFIG_TEXT = """\
@@ -67,4 +74,9 @@ period: iso-week
 timezone: UTC
 # seconds to wait for the jobstate lock before giving up (exit 3)
 lock_timeout: 30
+# caps per period; a paid step then declares its maximum cost (jobstate run --max-cost "12.40 USD")
+# budget:
+#   per: week            # week, month or day (default: the period above)
+#   limits: {USD: "200.00"}
+#   warn_at: "80%"
 """

@@ -14,6 +14,7 @@ ALLOCATION_CONFLICT = 4
 EPISODE_UNKNOWN = 5
 SUBMISSION_UNKNOWN = 6
 STATE_INVALID = 7
+BUDGET_EXCEEDED = 8
 INTERRUPTED = 130  # SIGINT, as shells report it
 
 EXIT_CODES: dict[int, str] = {
@@ -21,10 +22,11 @@ EXIT_CODES: dict[int, str] = {
     VERIFY_PROBLEMS: "verify found problems",
     USAGE: "usage or bad input",
     LOCK_OR_REMOTE: "lock or remote not acquired within the timeout",
-    ALLOCATION_CONFLICT: "allocation conflict",
+    ALLOCATION_CONFLICT: "conflict: a key in another period or several episodes, or a changed request",
     EPISODE_UNKNOWN: "episode unknown or not committed",
     SUBMISSION_UNKNOWN: "submission state unknown",
     STATE_INVALID: "state on disk invalid",
+    BUDGET_EXCEEDED: "budget exceeded: the step's reservation does not fit in the period's budget",
     INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -70,6 +72,12 @@ class AllocationConflict(JobstateError):
     exit_code = ALLOCATION_CONFLICT
 
 
+class FingerprintMismatch(JobstateError):
+    """A paid step was asked to run a request that differs from the one its attempt recorded."""
+
+    exit_code = ALLOCATION_CONFLICT
+
+
 class EpisodeUnknown(JobstateError, LookupError):
     """The episode does not exist, is malformed, or is not committed and clean."""
 
@@ -80,6 +88,12 @@ class SubmissionUnknown(JobstateError):
     """Nobody can confirm whether the vendor accepted an earlier attempt."""
 
     exit_code = SUBMISSION_UNKNOWN
+
+
+class BudgetExceeded(JobstateError):
+    """A paid step's reservation would take its period past the budget; nothing was run."""
+
+    exit_code = BUDGET_EXCEEDED
 
 
 class StateInvalid(JobstateError):

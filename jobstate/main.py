@@ -100,13 +100,21 @@ def _lock_info(a: argparse.Namespace) -> int:
 def _run(a: argparse.Namespace) -> int:
     from jobstate.commands.run import run  # noqa: PLC0415
 
-    return run(_options(a), episode=a.episode, step=a.step, command=a.cmd)
+    return run(_options(a), episode=a.episode, step=a.step, command=a.cmd, max_cost=a.max_cost, request=a.request)
 
 
 def _resolve(a: argparse.Namespace) -> int:
     from jobstate.commands.resolve import resolve  # noqa: PLC0415
 
-    return resolve(_options(a), episode=a.episode, step=a.step, accepted=a.accepted, by=a.by, reason=a.reason)
+    return resolve(
+        _options(a),
+        episode=a.episode,
+        step=a.step,
+        accepted=a.accepted,
+        supersede=a.supersede,
+        by=a.by,
+        reason=a.reason,
+    )
 
 
 def _approve(a: argparse.Namespace) -> int:
@@ -125,6 +133,12 @@ def _verify(a: argparse.Namespace) -> int:
     from jobstate.commands.verify import verify  # noqa: PLC0415
 
     return verify(a.repo, rev=a.rev, against=a.against, strict=a.strict, as_json=a.json, jobs=a.jobs)
+
+
+def _budget(a: argparse.Namespace) -> int:
+    from jobstate.commands.budget import budget  # noqa: PLC0415
+
+    return budget(_options(a), period=a.period, as_json=a.json)
 
 
 def _migrate(a: argparse.Namespace) -> int:
@@ -179,14 +193,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("run", _run, "run a paid step's command after the guard, recording what it reports")
     p.add_argument("--episode", required=True, help="an allocated, committed episode ID")
     p.add_argument("--step", required=True, help="step name: lower-case letters, digits, - and _ (e.g. generate)")
+    p.add_argument(
+        "--max-cost",
+        metavar="'AMOUNT CUR'",
+        help="the most this step may cost, e.g. '12.40 USD': reserved against the budget before CMD runs",
+    )
+    p.add_argument(
+        "--request",
+        metavar="FILE",
+        help="the request CMD sends; its bytes and CMD's argv make the fingerprint a rerun must match",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (run without a shell)")
 
-    p = command("resolve", _resolve, "settle a submission whose acceptance is unknown")
+    p = command("resolve", _resolve, "settle a submission whose acceptance is unknown, or supersede an attempt")
     p.add_argument("--episode", required=True, help="the episode of the unknown step")
     p.add_argument("--step", required=True, help="the unknown step")
     how = p.add_mutually_exclusive_group(required=True)
     how.add_argument("--accepted", metavar="REMOTE_REF", help="the vendor accepted it as this task: resume it")
     how.add_argument("--not-submitted", action="store_true", help="the vendor has no such task: a new attempt may run")
+    how.add_argument(
+        "--supersede",
+        action="store_true",
+        help="the request changed: close the accepted or completed attempt and let a new one run",
+    )
     p.add_argument("--by", required=True, help="who decided (recorded)")
     p.add_argument("--reason", required=True, help="why (recorded)")
 
@@ -209,6 +238,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("migrate", _migrate, "legacy week-only IDs to versioned IDs, in one commit")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the YAML diff; write nothing")
+
+    p = command("budget", _budget, "cap, spent, reserved and remaining per currency of one budget period (read-only)")
+    p.add_argument("--period", help="a period ID; the budget period that contains it (default: the current one)")
+    json_flag(p)
 
     p = command("lock-info", _lock_info, "say who holds the lock (read-only)")
     json_flag(p)

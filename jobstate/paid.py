@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from jobstate.catalog import Catalog
+from jobstate.core.budget import parse_max_cost
 from jobstate.core.clock import format_time
-from jobstate.core.keys import idempotency_key
+from jobstate.core.keys import idempotency_key, mapping_fingerprint
 from jobstate.core.layout import ARTIFACTS, COSTS, SUBMISSIONS, episode_dir, episode_path, history_path
 from jobstate.core.money import validate_amount, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.periods import parse_episode_id
-from jobstate.core.records import Episode
+from jobstate.core.records import AttemptState, Episode
 from jobstate.episode_files import artifacts, cost_entries, record_change, submissions
 from jobstate.errors import (
     EpisodeUnknown,
@@ -37,6 +38,7 @@ from jobstate.errors import (
 )
 from jobstate.hashing import sha256_file
 from jobstate.lock import FileLock
+from jobstate.reservation import CLOSED, check_fingerprint, reserve, settle
 from jobstate.store import Store
 from jobstate.transaction import StateChange, sync, transact
 
@@ -89,6 +91,7 @@ class PaidStep:
         self.step = step
         self._attempt = attempt
         self.resumed = attempt.get("remote_ref") is not None
+        self.notices: list[str] = []  # warnings for the operator (budget threshold, overrun)
 
     @property
     def attempt(self) -> int:
@@ -201,19 +204,46 @@ class PaidStep:
         transact(self.store, decide)
         return record
 
+    def spent(self) -> Decimal:
+        """What this attempt has cost so far, per the ledger (its remote task, or none)."""
+        return sum(
+            (
+                Decimal(e["amount"])
+                for e in cost_entries(self.store, self.episode.episode_id)
+                if e["step"] == self.step and e.get("remote_ref") == self.remote_ref
+            ),
+            Decimal(0),
+        )
+
     def _now(self) -> str:
         return format_time(self.store.now())
 
 
 @contextmanager
-def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
+def paid_step(
+    store: Store,
+    episode_id: str,
+    step: str,
+    *,
+    max_cost: str | None = None,
+    request: Mapping[str, Any] | None = None,
+    fingerprint: str | None = None,
+) -> Iterator[PaidStep]:
     """Guard, then intent (or resume), then the body; completion is committed when it returns.
 
+    ``max_cost`` ("12.40 USD") is reserved against the period's budget with the intent;
+    ``request`` (or a ready ``fingerprint``) identifies what is asked of the vendor.
     Raises EpisodeUnknown (exit 5) before the body when the episode is missing,
     malformed, uncommitted or dirty; SubmissionUnknown (exit 6) when an earlier
-    attempt may have been accepted; StepAlreadyCompleted (exit 0) when done.
+    attempt may have been accepted; FingerprintMismatch (exit 4) for a changed
+    request; BudgetExceeded (exit 8) when the reservation does not fit;
+    StepAlreadyCompleted (exit 0) when done.
     """
     validate_step(step)
+    if max_cost is not None:
+        parse_max_cost(max_cost)  # refuse bad input before anything else
+    if request is not None:
+        fingerprint = mapping_fingerprint(request)
     if store.remote is not None or store.interrupted():
         sync(store)  # finish what a killed jobstate left; with a remote, the episode may be from another host
     guard(store, episode_id)  # before any credential or vendor client
@@ -229,23 +259,30 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
             holder,
         ) from None
     try:
-        handle = _begin(store, episode_id, step)
+        handle = _begin(store, episode_id, step, max_cost, fingerprint)
         yield handle
-        handle._update(
-            f"done {episode_id} {step} attempt {handle.attempt}",
-            {"state": "completed", "completed_at": handle._now()},
-        )
+        done: dict[str, Any] = {"state": AttemptState.COMPLETED.value, "completed_at": handle._now()}
+        settled = settle(handle._attempt, handle.spent())
+        if settled is not None:
+            done["settled"] = settled
+            if "overrun" in settled:
+                handle.notices.append(
+                    f"warning: step {step} of {episode_id} cost {settled['spent']}, "
+                    f"{settled['overrun']} over its declared maximum {settled['reserved']} (recorded as an overrun)"
+                )
+        handle._update(f"done {episode_id} {step} attempt {handle.attempt}", done)
     finally:
         step_lock.__exit__(None, None, None)
 
 
-def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
+def _begin(store: Store, episode_id: str, step: str, max_cost: str | None, fingerprint: str | None) -> PaidStep:
     def decide(_cat: Catalog) -> StateChange[PaidStep]:
         episode = guard(store, episode_id)  # again, under the lock
         steps = submissions(store, episode_id)
         attempts = steps.setdefault(step, [])
         last = attempts[-1] if attempts else None
         state = None if last is None else last.get("state")
+        check_fingerprint(episode_id, step, last, fingerprint)  # before "completed": never silent
         if last is not None and state == "completed":
             raise StepAlreadyCompleted(
                 f"step {step} of {episode_id} already completed (remote task {last.get('remote_ref')}); nothing run"
@@ -260,58 +297,33 @@ def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
             )
         if last is not None and state == "accepted":
             return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))
-        if state not in (None, "not-submitted"):
+        if state is not None and state not in CLOSED:
             raise StateInvalid(f"{episode_dir(episode_id)}/{SUBMISSIONS}: unknown state {state!r} for step {step}")
+        notices: list[str] = []
+        reservation = reserve(store, episode, step, max_cost, notices)  # exit 8 before the intent is written
         number = 1 if last is None else int(last["attempt"]) + 1
-        attempt = {
+        attempt: dict[str, Any] = {
             "attempt": number,
             "idempotency_key": idempotency_key(episode_id, episode.allocation_key, step, number),
-            "state": "intent",
+            "state": AttemptState.INTENT.value,
             "started_at": format_time(store.now()),
             "host": socket.gethostname(),
             "pid": os.getpid(),
         }
+        if fingerprint is not None:
+            attempt["fingerprint"] = fingerprint
+        if reservation is not None:
+            attempt["reservation"] = reservation
         attempts.append(attempt)
+        held = f"; reserved {reservation['amount']} {reservation['currency']}" if reservation else ""
+        handle = PaidStep(store, episode, step, attempt)
+        handle.notices.extend(notices)
         return record_change(
             store,
             episode_id,
             {SUBMISSIONS: {"schema": 1, "steps": steps}},
-            f"intent {episode_id} {step} attempt {number}",
-            result=PaidStep(store, episode, step, attempt),
-        )
-
-    return transact(store, decide)
-
-
-def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, by: str, reason: str) -> str:
-    """Record an operator's decision on an unknown submission; returns what happens next."""
-    validate_step(step)
-    if not by.strip() or not reason.strip():
-        raise UsageError("resolve needs --by NAME and --reason TEXT: the decision is recorded for review")
-    ref = validate_remote_ref(accepted) if accepted is not None else None
-
-    def decide(_cat: Catalog) -> StateChange[str]:
-        guard(store, episode_id)
-        steps = submissions(store, episode_id)
-        attempts = steps.get(step) or []
-        if not attempts or attempts[-1].get("state") != "intent":
-            state = attempts[-1].get("state") if attempts else "never started"
-            raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
-        last = attempts[-1]
-        now = format_time(store.now())
-        decision = {"decision": "accepted" if ref else "not-submitted", "by": by, "at": now, "reason": reason}
-        if ref:
-            last.update(state="accepted", remote_ref=ref, accepted_at=now, resolution=decision)
-            outcome = f"step {step} will resume remote task {ref}"
-        else:
-            last.update(state="not-submitted", closed_at=now, resolution=decision)
-            outcome = f"step {step} will start attempt {int(last['attempt']) + 1} with a new idempotency key"
-        return record_change(
-            store,
-            episode_id,
-            {SUBMISSIONS: {"schema": 1, "steps": steps}},
-            f"resolve {episode_id} {step} attempt {last['attempt']}: {decision['decision']} by {by}\n\n{reason}",
-            result=outcome,
+            f"intent {episode_id} {step} attempt {number}{held}",
+            result=handle,
         )
 
     return transact(store, decide)

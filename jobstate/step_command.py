@@ -13,6 +13,7 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from jobstate.core.keys import request_fingerprint
 from jobstate.errors import CommandFailed, JobstateError, UsageError
 from jobstate.paid import PaidStep, paid_step
 from jobstate.store import Store
@@ -28,6 +29,15 @@ def _read_report(path: Path) -> dict[str, object]:
     if not isinstance(report, dict):
         raise UsageError(f"{path}: the command's JOBSTATE_RESULT must be one JSON object")
     return report
+
+
+def _request(path: str | None) -> list[bytes]:
+    if path is None:
+        return []
+    try:
+        return [b"--request", Path(path).read_bytes()]
+    except OSError as exc:
+        raise UsageError(f"--request {path}: cannot read: {exc.strerror}") from None
 
 
 def _environment(store: Store, episode_id: str, step_name: str, step: PaidStep, result: Path) -> dict[str, str]:
@@ -52,16 +62,25 @@ def run_step_command(
     step_name: str,
     command: Sequence[str],
     *,
+    max_cost: str | None = None,
+    request_file: str | None = None,
     notify: Callable[[str], None] = lambda _line: None,
 ) -> None:
     """Run ``command`` as the body of paid step ``step_name`` and record what it reports.
 
+    The request's fingerprint is the command's argv plus the bytes of ``request_file``.
     Raises CommandFailed (with the command's exit code) when it fails, after
-    recording whatever it reported; ``notify`` receives progress lines.
+    recording whatever it reported; ``notify`` receives progress lines and warnings.
     """
     if not command:
         raise UsageError("jobstate run needs a command after --, e.g. jobstate run --episode E --step S -- ./generate")
-    with paid_step(store, episode_id, step_name) as step:
+    fingerprint = request_fingerprint(
+        [arg.encode("utf-8", "surrogateescape") for arg in command] + _request(request_file)
+    )
+    with paid_step(store, episode_id, step_name, max_cost=max_cost, fingerprint=fingerprint) as step:
+        for line in step.notices:
+            notify(line)
+        shown = len(step.notices)
         result = store.private / "results" / f"{episode_id}.{step_name}.{step.attempt}.json"
         result.parent.mkdir(parents=True, exist_ok=True)
         result.unlink(missing_ok=True)
@@ -81,6 +100,8 @@ def run_step_command(
             if step.remote_ref is None and report.get("submitted") is not False:
                 state = "unknown: the next run refuses until it is resolved"
             raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
+    for line in step.notices[shown:]:  # the settlement's, e.g. an overrun
+        notify(line)
 
 
 def _record(step: PaidStep, episode_id: str, step_name: str, report: dict[str, object], result: Path) -> None:

@@ -24,18 +24,30 @@ from jobstate_demo.vendor_sim import VendorSimulator
 FIXED = datetime(2026, 8, 7, 10, 0, 0, tzinfo=UTC)
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    home = tmp_path / "home"
-    home.mkdir()
+def isolate(monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
+    """A HOME and git configuration of the test's own, and no jobstate or git variables from outside."""
+    home = tmp / "home"
+    home.mkdir(exist_ok=True)
     gitconfig = home / ".gitconfig"
     gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for var in ("JOBSTATE_REPO", "JOBSTATE_LOCK_TIMEOUT", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
+    for var in (
+        "JOBSTATE_REPO",
+        "JOBSTATE_LOCK_TIMEOUT",
+        "JOBSTATE_REMOTE",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+    ):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate(monkeypatch, tmp_path)
 
     def guarded_find_root(start: Path) -> Path:
         root = find_root(start)

@@ -13,25 +13,41 @@ import pytest
 from jobstate.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.paid import paid_step
+from jobstate.setup_repo import init
 from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
-from .conftest import git, run_cli, vendor_step
+from .conftest import git, isolate, run_cli, vendor_step
 from .snapshots import tree_state
 
 W32 = parse_period("2026-W32")
 
 
+@pytest.fixture(scope="module")
+def _pipeline_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Built once per module (a few seconds): two episodes with submissions, costs, artifacts, approval;
+    one completed."""
+    top = tmp_path_factory.mktemp("pipeline")
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(mp, top)
+        repo = top / "repo"
+        repo.mkdir()
+        init(repo, git_init=True)[0].close()
+        with VendorSimulator() as vendor, Store(repo) as store:
+            cmd = ["--", *vendor_step(vendor.url)]
+            for key in ("a", "b"):
+                eid = allocate(store, key, W32).episode_id
+                assert run_cli("run", "--episode", eid, "--step", "generate", *cmd, cwd=repo).returncode == 0
+            run_cli("approve", "--episode", "2026-W32-0", "--by", "ed", cwd=repo)
+            assert run_cli("complete", "--episode", "2026-W32-0", cwd=repo).returncode == 0
+    return repo
+
+
 @pytest.fixture
-def pipeline_repo(repo: Path) -> Path:
-    """Two episodes with submissions, costs, artifacts, approval; one completed."""
-    with VendorSimulator() as vendor, Store(repo) as store:
-        cmd = ["--", *vendor_step(vendor.url)]
-        for key in ("a", "b"):
-            eid = allocate(store, key, W32).episode_id
-            assert run_cli("run", "--episode", eid, "--step", "generate", *cmd, cwd=repo).returncode == 0
-        run_cli("approve", "--episode", "2026-W32-0", "--by", "ed", cwd=repo)
-        assert run_cli("complete", "--episode", "2026-W32-0", cwd=repo).returncode == 0
+def pipeline_repo(_pipeline_template: Path, tmp_path: Path) -> Path:
+    """A copy of the module's pipeline repository, the test's own to change."""
+    repo = tmp_path / "repo"
+    shutil.copytree(_pipeline_template, repo, symlinks=True)
     return repo
 
 

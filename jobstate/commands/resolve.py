@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from jobstate.paid import resolve as resolve_step
+from jobstate.resolution import resolve as resolve_step
 from jobstate.store import StoreOptions
 
 
-def resolve(options: StoreOptions, *, episode: str, step: str, accepted: str | None, by: str, reason: str) -> int:
-    """Record an operator's decision on an unknown submission and say what happens next."""
+def resolve(
+    options: StoreOptions, *, episode: str, step: str, accepted: str | None, supersede: bool, by: str, reason: str
+) -> int:
+    """Record an operator's decision on a paid step and say what happens next."""
     with options.open() as store:
-        outcome = resolve_step(store, episode, step, accepted=accepted, by=by, reason=reason)
+        outcome = resolve_step(store, episode, step, accepted=accepted, by=by, reason=reason, supersede=supersede)
     print(outcome)
     return 0

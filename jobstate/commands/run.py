@@ -9,9 +9,17 @@ from jobstate.step_command import run_step_command
 from jobstate.store import StoreOptions
 
 
-def run(options: StoreOptions, *, episode: str, step: str, command: Sequence[str]) -> int:
+def run(
+    options: StoreOptions,
+    *,
+    episode: str,
+    step: str,
+    command: Sequence[str],
+    max_cost: str | None,
+    request: str | None,
+) -> int:
     """Run CMD as a paid step (see jobstate.step_command)."""
     argv = list(command[1:]) if command[:1] == ["--"] else list(command)
     with options.open() as store:
-        run_step_command(store, episode, step, argv, notify=note)
+        run_step_command(store, episode, step, argv, max_cost=max_cost, request_file=request, notify=note)
     return 0

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from jobstate.errors import UsageError
 
@@ -31,3 +34,20 @@ def idempotency_key(episode_id: str, allocation_key: str, step: str, attempt: in
     """Deterministic per (episode, step, attempt); the allocation key keeps repos apart."""
     digest = hashlib.sha256(f"{episode_id}\0{allocation_key}\0{step}\0{attempt}".encode()).hexdigest()[:24]
     return f"{episode_id}.{step}.{attempt}.{digest}"
+
+
+def request_fingerprint(parts: Sequence[bytes]) -> str:
+    """``sha256:<hex>`` of a request given as byte strings (each length-prefixed, so no two lists collide)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(b"%d:" % len(part) + part)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def mapping_fingerprint(request: Mapping[str, Any]) -> str:
+    """The fingerprint of a request mapping in canonical JSON (sorted keys, no spaces)."""
+    try:
+        text = json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"request must be JSON data (mappings, lists, strings, numbers): {exc}") from None
+    return request_fingerprint([text.encode("utf-8")])

@@ -35,6 +35,7 @@ class AttemptState(StrEnum):
     ACCEPTED = "accepted"  # the vendor's task reference is recorded: resume, never resubmit
     COMPLETED = "completed"
     NOT_SUBMITTED = "not-submitted"  # certainly never accepted: a new attempt may run
+    SUPERSEDED = "superseded"  # an operator opened a new attempt for a changed request (jobstate resolve --supersede)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,32 @@
+"""``jobstate budget``."""
+
+from __future__ import annotations
+
+from jobstate.budget import usage
+from jobstate.commands._output import print_json
+from jobstate.core.budget import budget_period
+from jobstate.core.periods import parse_period, period_of
+from jobstate.errors import UsageError
+from jobstate.store import StoreOptions
+
+
+def budget(options: StoreOptions, *, period: str | None, as_json: bool) -> int:
+    """Print cap, spent, reserved and remaining per currency of one budget period. Read-only."""
+    with options.open() as store:
+        config = store.config
+        if config.budget is None:
+            raise UsageError(f"{store.root} has no budget: add budget: to jobstate.yaml (see the README)")
+        if period is None:
+            target = period_of(store.now().date(), config.budget.per)
+        else:
+            target = budget_period(parse_period(period), config.budget.per)
+        rows = usage(store, config.budget, target.id)
+    if as_json:
+        print_json({"period": target.id, "per": config.budget.per, "currencies": [u.to_json() for u in rows.values()]})
+    else:
+        for u in rows.values():
+            print(
+                f"{target.id}\t{u.currency}\tcap {u.cap}\tspent {u.spent}\treserved {u.reserved}\t"
+                f"remaining {u.remaining}"
+            )
+    return 0

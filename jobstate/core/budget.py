@@ -1,0 +1,165 @@
+"""Budgets per period: caps per currency, what is spent and reserved, and the decision on a new reservation.
+
+Pure: the caller gathers spend and open reservations (under the lock) and passes them in.
+A charge or reservation counts in the budget period that contains the first day of its
+episode's period, so a weekly episode counts in the month its Monday falls in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+from jobstate.core.money import validate_amount, validate_currency
+from jobstate.core.periods import Period, parse_period, period_of
+from jobstate.errors import BudgetExceeded, StateInvalid, UsageError
+
+# budget ``per`` name -> period kind; a budget period is never finer than an episode's period
+PER = {"day": "day", "week": "iso-week", "month": "month"}
+_FINENESS = {"day": 0, "iso-week": 1, "month": 2}
+_PERCENT = re.compile(r"(\d{1,3})(\.\d{1,2})?%")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """``budget:`` of jobstate.yaml: caps per currency for each period of kind ``per``."""
+
+    per: str  # a period kind: day, iso-week or month
+    limits: dict[str, str] = field(default_factory=dict)  # currency -> decimal string
+    warn_at: str | None = None  # a fraction of the cap as a decimal string, e.g. "0.8"
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """For the config cache."""
+        return {"per": self.per, "limits": dict(self.limits), "warn_at": self.warn_at}
+
+
+def budget_from_yaml_dict(data: Any, period_kind: str, source: str) -> Budget:
+    """Check ``budget:``; every problem is StateInvalid naming the key."""
+    if not isinstance(data, dict):
+        raise StateInvalid(f"{source}: budget must be a mapping with per, limits and warn_at")
+    unknown = sorted(set(data) - {"per", "limits", "warn_at"})
+    if unknown:
+        raise StateInvalid(f"{source}: budget: unknown setting {unknown[0]!r}; known: per, limits, warn_at")
+    per_name = data.get("per")
+    if per_name is None:
+        per = period_kind
+    elif per_name in PER:
+        per = PER[per_name]
+    else:
+        raise StateInvalid(f"{source}: budget.per {per_name!r} is not one of {', '.join(PER)}")
+    if _FINENESS[per] < _FINENESS[period_kind]:
+        raise StateInvalid(
+            f"{source}: budget.per {per_name!r} is finer than the episodes' period ({period_kind}): "
+            "a budget period must hold whole episode periods"
+        )
+    limits = data.get("limits")
+    if not isinstance(limits, dict) or not limits:
+        raise StateInvalid(f"{source}: budget.limits must map currencies to decimal strings, e.g. {{USD: '200.00'}}")
+    checked: dict[str, str] = {}
+    for currency, cap in limits.items():
+        try:
+            validate_currency(currency)
+            validate_amount(cap)
+        except UsageError as exc:
+            raise StateInvalid(f"{source}: budget.limits.{currency}: {exc}") from None
+        if Decimal(cap) < 0:
+            raise StateInvalid(f"{source}: budget.limits.{currency}: a cap cannot be negative")
+        checked[currency] = cap
+    return Budget(per, checked, _warn_fraction(data.get("warn_at"), source))
+
+
+def _warn_fraction(value: Any, source: str) -> str | None:
+    if value is None:
+        return None
+    match = _PERCENT.fullmatch(value) if isinstance(value, str) else None
+    if match is None or not 0 < Decimal(value[:-1]) <= 100:
+        raise StateInvalid(f"{source}: budget.warn_at must be a percentage such as '80%', found {value!r}")
+    return str(Decimal(value[:-1]) / 100)
+
+
+def first_day(period: Period) -> date:
+    """The first calendar day of a period."""
+    if period.kind == "iso-week":
+        year, week = period.id.split("-W")
+        return date.fromisocalendar(int(year), int(week), 1)
+    if period.kind == "month":
+        return date.fromisoformat(period.id + "-01")
+    return date.fromisoformat(period.id)
+
+
+def budget_period(period: Period, per: str) -> Period:
+    """The budget period an episode's period counts in."""
+    return period_of(first_day(period), per)
+
+
+def episode_periods(budget_period_id: str, period_kind: str) -> list[str]:
+    """The IDs of every episode period of ``period_kind`` that counts in this budget period."""
+    target = parse_period(budget_period_id)
+    start = first_day(target)
+    out: list[str] = []
+    for offset in range(-7, 40):  # a budget period is at most a month; an episode period starts up to 6 days earlier
+        pid = period_of(start + timedelta(days=offset), period_kind)
+        if pid.id not in out and budget_period(pid, target.kind) == target:
+            out.append(pid.id)
+    return out
+
+
+@dataclass(frozen=True)
+class Usage:
+    """One currency of one budget period."""
+
+    period_id: str
+    currency: str
+    cap: Decimal
+    spent: Decimal
+    reserved: Decimal
+
+    @property
+    def remaining(self) -> Decimal:
+        """What may still be reserved (negative after an overrun)."""
+        return self.cap - self.spent - self.reserved
+
+    def to_json(self) -> dict[str, str]:
+        """Decimal strings, never floats."""
+        return {
+            "period": self.period_id,
+            "currency": self.currency,
+            "cap": str(self.cap),
+            "spent": str(self.spent),
+            "reserved": str(self.reserved),
+            "remaining": str(self.remaining),
+        }
+
+
+def check_reservation(usage: Usage, asked: Decimal) -> None:
+    """Refuse (exit 8) a reservation that would take the period past its cap."""
+    if asked > usage.remaining:
+        raise BudgetExceeded(
+            f"budget for {usage.period_id} exceeded: cap {usage.cap} {usage.currency}, spent {usage.spent}, "
+            f"reserved {usage.reserved}, asked {asked}; nothing was run: wait for the next period, "
+            "raise budget.limits in jobstate.yaml, or lower --max-cost"
+        )
+
+
+def crosses_warning(usage: Usage, asked: Decimal, warn_at: str | None) -> bool:
+    """Whether this reservation takes the period past the warning threshold."""
+    if warn_at is None or usage.cap == 0:
+        return False
+    threshold = usage.cap * Decimal(warn_at)
+    used = usage.spent + usage.reserved
+    return used < threshold <= used + asked
+
+
+def parse_max_cost(text: str) -> tuple[Decimal, str]:
+    """``"12.40 USD"`` -> (Decimal('12.40'), 'USD'); a decimal string and a currency, nothing else."""
+    parts = text.split() if isinstance(text, str) else []
+    if len(parts) != 2:
+        raise UsageError(f"invalid maximum cost {text!r}: give an amount and a currency, e.g. '12.40 USD'")
+    amount = validate_amount(parts[0])
+    currency = validate_currency(parts[1])
+    if Decimal(amount) < 0:
+        raise UsageError(f"invalid maximum cost {text!r}: it cannot be negative")
+    return Decimal(amount), currency

@@ -1,0 +1,85 @@
+"""Money controls decided with a paid step's intent, under the same lock: the budget reservation and
+the request fingerprint. Settled when the attempt ends."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from jobstate.budget import usage
+from jobstate.core.budget import budget_period, check_reservation, crosses_warning, parse_max_cost
+from jobstate.core.periods import parse_period
+from jobstate.core.records import AttemptState, Episode
+from jobstate.errors import FingerprintMismatch, UsageError
+from jobstate.store import Store
+
+# what a new intent may follow: nothing, or an attempt that certainly holds nothing open
+CLOSED = (AttemptState.NOT_SUBMITTED, AttemptState.SUPERSEDED)
+_SAID: dict[str, str] = {
+    AttemptState.INTENT.value: "unknown",
+    AttemptState.ACCEPTED.value: "accepted (running at the vendor)",
+    AttemptState.COMPLETED.value: "completed",
+}
+
+
+def check_fingerprint(episode_id: str, step: str, last: dict[str, Any] | None, fingerprint: str | None) -> None:
+    """Refuse (exit 4) a request that differs from the one the step's open or finished attempt recorded."""
+    if last is None or fingerprint is None or last.get("state") in CLOSED:
+        return
+    recorded = last.get("fingerprint")
+    if recorded is None or recorded == fingerprint:
+        return
+    said = _SAID.get(str(last.get("state")), str(last.get("state")))
+    raise FingerprintMismatch(
+        f"step {step} of {episode_id} attempt {last.get('attempt')} is {said} for request {recorded}, "
+        f"but this run's request is {fingerprint}: nothing was run; run the recorded request again, or open a "
+        f"new attempt for the changed one with: jobstate resolve --episode {episode_id} --step {step} "
+        "--supersede --by NAME --reason TEXT"
+    )
+
+
+def reserve(
+    store: Store, episode: Episode, step: str, max_cost: str | None, notices: list[str]
+) -> dict[str, str] | None:
+    """The reservation a new attempt records, after checking the budget (exit 8 when it does not fit).
+
+    Call under the lock, before the intent is written: spend and open reservations are read here.
+    """
+    budget = store.config.budget
+    if max_cost is None:
+        if budget is not None:
+            raise UsageError(
+                f"{store.root} has a budget: declare step {step}'s maximum cost, e.g. --max-cost '12.40 USD' "
+                "(max_cost= in the API); nothing was run"
+            )
+        return None
+    amount, currency = parse_max_cost(max_cost)
+    reservation = {"amount": format(amount, "f"), "currency": currency}
+    if budget is None:
+        return reservation
+    if currency not in budget.limits:
+        raise UsageError(
+            f"budget.limits in jobstate.yaml has no cap for {currency}: add one before paying in {currency}; "
+            "nothing was run"
+        )
+    period = budget_period(parse_period(episode.period_id), budget.per).id
+    current = usage(store, budget, period)[currency]
+    check_reservation(current, amount)
+    if crosses_warning(current, amount, budget.warn_at):
+        used = current.spent + current.reserved + amount
+        notices.append(
+            f"warning: budget {period} is at {used} of {current.cap} {currency} with this step's reservation"
+        )
+    return reservation
+
+
+def settle(attempt: dict[str, Any], spent: Decimal) -> dict[str, str] | None:
+    """What the attempt's reservation settled to, or None when it reserved nothing."""
+    reservation = attempt.get("reservation")
+    if not isinstance(reservation, dict):
+        return None
+    reserved = Decimal(str(reservation["amount"]))
+    out = {"spent": format(spent, "f"), "reserved": format(reserved, "f")}
+    if spent > reserved:
+        out["overrun"] = format(spent - reserved, "f")
+    return out

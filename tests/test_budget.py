@@ -1,0 +1,220 @@
+"""Budgets per period, reservations committed with the intent, and request fingerprints."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobstate.allocation import allocate
+from jobstate.core.periods import parse_period
+from jobstate.errors import BudgetExceeded, FingerprintMismatch, StepAlreadyCompleted, UsageError
+from jobstate.paid import paid_step
+from jobstate.store import Store
+
+from .conftest import git, run_cli, status
+from .procs import run_together
+from .test_transaction_remote import make_hosts
+
+W32 = parse_period("2026-W32")
+BUDGET = "budget:\n  per: week\n  limits: {USD: '20.00'}\n  warn_at: '80%'\n"
+
+# a paid step's command: counts that it ran, then reports a 5.00 USD charge
+_CMD = """
+import json, os, sys
+with open(sys.argv[1], "a") as fh:
+    fh.write(os.environ["JOBSTATE_EPISODE"] + "\\n")
+with open(os.environ["JOBSTATE_RESULT"], "w") as fh:
+    ref = "t-" + os.environ["JOBSTATE_EPISODE"]
+    json.dump({"remote_ref": ref, "cost": {"amount": sys.argv[2], "currency": "USD"}}, fh)
+"""
+
+
+def _with_budget(repo: Path, text: str = BUDGET) -> None:
+    config = repo / "jobstate.yaml"
+    config.write_text(config.read_text() + text)
+    git(repo, "commit", "-qam", "a budget")
+
+
+def _cmd(tmp_path: Path, charge: str = "5.00") -> list[str]:
+    return ["--", sys.executable, "-c", _CMD, str(tmp_path / "ran.txt"), charge]
+
+
+def _ran(tmp_path: Path) -> list[str]:
+    path = tmp_path / "ran.txt"
+    return path.read_text().split() if path.exists() else []
+
+
+def test_sixteen_processes_reserving_5_against_20_exactly_four_run(repo: Path, tmp_path: Path) -> None:
+    _with_budget(repo)
+    with Store(repo) as store:
+        eids = [allocate(store, f"k{i}", W32).episode_id for i in range(16)]
+    args = [["run", "--episode", e, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path)] for e in eids]
+    results = run_together(repo, args, tmp_path / "gate")
+    codes = sorted(code for code, _out, _err in results)
+    assert codes == [0] * 4 + [8] * 12, results
+    assert len(_ran(tmp_path)) == 4  # the refused twelve never started their command
+    refused = next(err for code, _out, err in results if code == 8)
+    assert "budget for 2026-W32 exceeded: cap 20.00 USD" in refused
+    assert "asked 5" in refused
+    assert status(repo) == ""
+    assert run_cli("verify", "--strict", cwd=repo).returncode == 0
+
+
+def test_two_clones_through_a_shared_remote_never_exceed_the_budget(tmp_path: Path) -> None:
+    bare, clones = make_hosts(tmp_path, 2)
+    seed = tmp_path / "seed"
+    _with_budget(seed)
+    git(seed, "push", "-q", str(bare), "main")
+    for clone in clones:
+        git(clone, "pull", "-q", "--ff-only")
+    eids = []
+    for i in range(8):
+        proc = run_cli("allocate", "--key", f"k{i}", "--week", "2026-W32", cwd=clones[i % 2])
+        assert proc.returncode == 0, proc.stderr
+        eids.append(proc.stdout.strip())
+    for clone in clones:
+        git(clone, "pull", "-q", "--ff-only")
+    args = [["run", "--episode", e, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path)] for e in eids]
+    results = run_together([clones[i % 2] for i in range(8)], args, tmp_path / "gate")
+    assert sorted(code for code, _o, _e in results) == [0] * 4 + [8] * 4, results
+    assert len(_ran(tmp_path)) == 4
+    assert run_cli("verify", "--rev", "main", "--strict", cwd=bare).returncode == 0
+
+
+def test_settlement_below_and_above_the_maximum(repo: Path, tmp_path: Path) -> None:
+    _with_budget(repo)
+    with Store(repo) as store:
+        low, high = (allocate(store, k, W32).episode_id for k in ("low", "high"))
+    proc = run_cli(
+        "run", "--episode", low, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path, "3.10"), cwd=repo
+    )
+    assert proc.returncode == 0, proc.stderr
+    proc = run_cli(
+        "run", "--episode", high, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path, "6.00"), cwd=repo
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "1.00 over its declared maximum 5" in proc.stderr  # recorded, never dropped
+    usage = json.loads(run_cli("budget", "--period", "2026-W32", "--json", cwd=repo).stdout)
+    assert usage["currencies"] == [
+        {
+            "period": "2026-W32",
+            "currency": "USD",
+            "cap": "20.00",
+            "spent": "9.10",
+            "reserved": "0",
+            "remaining": "10.90",
+        }
+    ]
+    subs = (repo / "state" / high / "submissions.yaml").read_text()
+    assert "overrun: '1.00'" in subs
+
+
+def test_warning_when_a_step_takes_the_period_past_the_threshold(repo: Path, tmp_path: Path) -> None:
+    _with_budget(repo)
+    with Store(repo) as store:
+        eids = [allocate(store, f"k{i}", W32).episode_id for i in range(4)]
+    errs = [
+        run_cli("run", "--episode", e, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path), cwd=repo).stderr
+        for e in eids
+    ]
+    assert ["warning: budget 2026-W32" in err for err in errs] == [False, False, False, True]
+
+
+def test_a_new_period_has_its_whole_budget_again(repo: Path, tmp_path: Path) -> None:
+    _with_budget(repo, "budget:\n  limits: {USD: '5.00'}\n")
+    with Store(repo) as store:
+        w32 = allocate(store, "a", W32).episode_id
+        w33 = allocate(store, "b", parse_period("2026-W33")).episode_id
+        w32b = allocate(store, "c", W32).episode_id
+    for eid, code in ((w32, 0), (w32b, 8), (w33, 0)):
+        proc = run_cli("run", "--episode", eid, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path), cwd=repo)
+        assert proc.returncode == code, proc.stderr
+
+
+def test_a_budgeted_repository_refuses_a_step_without_a_maximum(store: Store, repo: Path, tmp_path: Path) -> None:
+    _with_budget(repo)
+    eid = allocate(store, "a", W32).episode_id
+    proc = run_cli("run", "--episode", eid, "--step", "generate", *_cmd(tmp_path), cwd=repo)
+    assert proc.returncode == 2
+    assert "--max-cost" in proc.stderr
+    with pytest.raises(UsageError, match="no cap for EUR"), paid_step(Store(repo), eid, "generate", max_cost="1 EUR"):
+        pass
+    assert _ran(tmp_path) == []
+    assert "submissions.yaml" not in git(repo, "ls-files", "state")
+
+
+def test_api_reservation_is_refused_before_the_body(store: Store, repo: Path) -> None:
+    _with_budget(repo, "budget:\n  limits: {USD: '1.00'}\n")
+    eid = allocate(store, "a", W32).episode_id
+    body_ran = False
+    with pytest.raises(BudgetExceeded) as info, paid_step(Store(repo), eid, "generate", max_cost="1.01 USD"):
+        body_ran = True
+    assert info.value.exit_code == 8
+    assert not body_ran
+
+
+@pytest.mark.parametrize("value", ["12.4", "12.40", "abc USD", "-1 USD", "1e3 USD", "nan USD", "12.40 usd", ""])
+def test_max_cost_must_be_an_amount_and_a_currency(repo: Path, value: str) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    proc = run_cli("run", "--episode", "2026-W32-0", "--step", "s", "--max-cost", value, "--", "true", cwd=repo)
+    assert proc.returncode in (2, 5), proc.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "budget: 20\n",
+        "budget:\n  limits: {USD: 20.0}\n",
+        "budget:\n  per: hour\n  limits: {USD: '1'}\n",
+        "budget:\n  limits: {USD: '1'}\n  warn_at: 80\n",
+    ],
+)
+def test_malformed_budget_settings_are_exit_7(repo: Path, text: str) -> None:
+    _with_budget(repo, text)
+    proc = run_cli("budget", cwd=repo)
+    assert proc.returncode == 7, proc.stderr
+    assert "jobstate.yaml: budget" in proc.stderr
+
+
+def _api_step(repo: Path, eid: str, request: dict[str, object], *, accept: bool, finish: bool) -> None:
+    with paid_step(Store(repo), eid, "generate", request=request) as step:
+        if accept:
+            step.accepted("task-1")
+        if not finish:
+            raise RuntimeError("killed")
+
+
+@pytest.mark.parametrize("state", ["unknown", "accepted", "completed"])
+def test_a_changed_request_is_refused_whatever_the_earlier_attempt(store: Store, repo: Path, state: str) -> None:
+    eid = allocate(store, "a", W32).episode_id
+    first = {"prompt": "a cat", "seconds": 30}
+    with pytest.raises(RuntimeError):
+        _api_step(repo, eid, first, accept=state != "unknown", finish=False)
+    if state == "completed":
+        _api_step(repo, eid, first, accept=False, finish=True)
+    head = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(FingerprintMismatch, match="sha256:") as info:
+        _api_step(repo, eid, {"prompt": "a dog", "seconds": 30}, accept=False, finish=True)
+    assert info.value.exit_code == 4
+    assert git(repo, "rev-parse", "HEAD") == head
+    if state == "completed":  # the same request again is "already completed", not a mismatch
+        with pytest.raises(StepAlreadyCompleted):
+            _api_step(repo, eid, {"seconds": 30, "prompt": "a cat"}, accept=False, finish=True)
+
+
+def test_supersede_opens_a_new_attempt_for_the_changed_request(store: Store, repo: Path, tmp_path: Path) -> None:
+    eid = allocate(store, "a", W32).episode_id
+    assert run_cli("run", "--episode", eid, "--step", "generate", *_cmd(tmp_path), cwd=repo).returncode == 0
+    changed = _cmd(tmp_path, "4.00")
+    proc = run_cli("run", "--episode", eid, "--step", "generate", *changed, cwd=repo)
+    assert proc.returncode == 4
+    assert "--supersede" in proc.stderr
+    args = ["resolve", "--episode", eid, "--step", "generate", "--supersede", "--by", "ops", "--reason", "4 USD now"]
+    assert run_cli(*args, cwd=repo).returncode == 0
+    assert run_cli("run", "--episode", eid, "--step", "generate", *changed, cwd=repo).returncode == 0
+    assert _ran(tmp_path) == [eid, eid]
+    assert "superseded" in (repo / "state" / eid / "submissions.yaml").read_text()
