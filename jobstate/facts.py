@@ -27,6 +27,17 @@ class Problem:
         return {"path": self.path, "message": self.message, "severity": self.severity}
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """A paid step attempt's declared maximum cost; ``open`` while the attempt is unknown or running."""
+
+    step: str
+    attempt: int
+    amount: str
+    currency: str
+    open: bool
+
+
 @dataclass
 class Facts:
     """What one episode records, normalised across the legacy and current layouts."""
@@ -42,6 +53,7 @@ class Facts:
     approval: tuple[str, str, str] | None = None
     completed_at: str | None = None
     unknown_steps: list[str] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
 
 
 def artifact_map(value: Any, path: str, problems: list[Problem]) -> dict[str, tuple[str, int | None]]:
@@ -125,11 +137,13 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
                 lines.append(f"{label} {item}: {old[item]} in base, {cur[item]} now")
 
     def gather(facts: dict[str, Facts]) -> dict[str, Counter[Any]]:
-        out: dict[str, Counter[Any]] = {k: Counter() for k in ("hash", "cost", "ref", "approval", "completed")}
+        kinds = ("hash", "cost", "ref", "approval", "completed", "reservation")
+        out: dict[str, Counter[Any]] = {k: Counter() for k in kinds}
         for f in facts.values():
             out["hash"].update(f"sha256:{sha}" for sha, _size in f.artifacts.values())
             out["cost"].update(f.costs)
             out["ref"].update(f.remote_refs)
+            out["reservation"].update((f.episode_id, r.step, r.attempt, r.amount, r.currency) for r in f.reservations)
             if f.approval:
                 out["approval"][f.approval] += 1
             if f.completed_at:
@@ -151,4 +165,5 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
         lines.append(f"remote task count: {sum(old['ref'].values())} in base, {sum(cur['ref'].values())} now")
     multiset("approval", old["approval"], cur["approval"])
     multiset("completion time", old["completed"], cur["completed"])
+    multiset("reservation", old["reservation"], cur["reservation"])
     return lines

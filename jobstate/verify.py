@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobstate.core.layout import RECORD_FILES
+from jobstate.budget_audit import check_budgets, reservation_of
+from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
@@ -132,6 +133,7 @@ def collect(
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
     _check_uniqueness(facts, problems)
+    check_budgets(_config_text(snap), facts, problems)
     report.episodes = len(facts)
     _check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
     return facts, report
@@ -216,6 +218,13 @@ def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], probl
         problems.append(Problem(path, "file is not a jobstate record nor a recorded artifact", "warning"))
 
 
+def _config_text(snap: Snapshot) -> bytes | None:
+    try:
+        return snap.read(CONFIG_FILE)
+    except OSError:
+        return None
+
+
 def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
     steps = data.get("steps")
     if not isinstance(steps, dict):
@@ -230,6 +239,9 @@ def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: li
                 problems.append(Problem(path, f"step {step!r}: unknown state {attempt.get('state')!r}"))
             if attempt.get("remote_ref"):
                 f.remote_refs.append(str(attempt["remote_ref"]))
+            reservation = reservation_of(str(step), attempt, path, problems)
+            if reservation is not None:
+                f.reservations.append(reservation)
         if attempts and attempts[-1].get("state") == AttemptState.INTENT:
             f.unknown_steps.append(str(step))
             problems.append(

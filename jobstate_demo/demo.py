@@ -139,6 +139,24 @@ def pipeline_demo(repo: Path) -> None:
     _run(repo, "verify", "--rev", "HEAD", "--strict")
 
 
+def budget_demo(repo: Path) -> None:
+    """A weekly budget: two steps fit, a third is refused before its command runs (exit 8)."""
+    _section("a budget of 25.00 USD a week: each step reserves its maximum before it runs")
+    config = repo / "jobstate.yaml"
+    config.write_text(config.read_text() + "budget:\n  per: week\n  limits: {USD: '25.00'}\n  warn_at: '80%'\n")
+    subprocess.run(["git", "commit", "-qm", "a weekly budget", "jobstate.yaml"], cwd=repo, check=True)
+    with VendorSimulator(price="12.40", currency="USD") as vendor:
+        step = [sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
+        for n in range(3):
+            episode = _run(repo, "allocate", "--key", f"budget-demo:{n}", "--week", "2026-W40").stdout.strip()
+            _run(repo, "run", "--episode", episode, "--step", "generate", "--max-cost", "12.40 USD", "--", *step,
+                 check=n < 2)  # fmt: skip
+        charges = ledger(vendor.url)["charges"]
+        assert isinstance(charges, list)
+        print(f"  the vendor charged {len(charges)} times: the third step never ran")
+    _run(repo, "budget", "--period", "2026-W40")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo in DIR or in a temp dir."""
     args = sys.argv[1:] if argv is None else argv
@@ -156,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         repo.mkdir(parents=True, exist_ok=True)
         allocation_demo(repo)
         pipeline_demo(repo)
+        budget_demo(repo)
         return 0
     with tempfile.TemporaryDirectory(prefix="jobstate-demo-") as tmp:
         repo = Path(tmp) / "state-repo"
@@ -163,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo state repository: {repo} (removed afterwards)")
         allocation_demo(repo)
         pipeline_demo(repo)
+        budget_demo(repo)
     return 0
 
 

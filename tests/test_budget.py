@@ -218,3 +218,28 @@ def test_supersede_opens_a_new_attempt_for_the_changed_request(store: Store, rep
     assert run_cli("run", "--episode", eid, "--step", "generate", *changed, cwd=repo).returncode == 0
     assert _ran(tmp_path) == [eid, eid]
     assert "superseded" in (repo / "state" / eid / "submissions.yaml").read_text()
+
+
+def test_verify_reports_overruns_and_a_budget_exceeded_by_hand_and_against_keeps_reservations(
+    repo: Path, tmp_path: Path
+) -> None:
+    _with_budget(repo)
+    with Store(repo) as store:
+        eid = allocate(store, "a", W32).episode_id
+    run = ["run", "--episode", eid, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path, "6.00")]
+    assert run_cli(*run, cwd=repo).returncode == 0
+    proc = run_cli("verify", cwd=repo)
+    assert proc.returncode == 0, proc.stdout
+    assert "1.00 over its reservation of 5" in proc.stdout
+    config = repo / "jobstate.yaml"
+    config.write_text(config.read_text().replace("'20.00'", "'5.00'"))
+    git(repo, "commit", "-qam", "a lower cap")
+    proc = run_cli("verify", "--rev", "HEAD", cwd=repo)
+    assert proc.returncode == 1
+    assert "budget 2026-W32 USD: spent and reserved 6.00, over the cap 5.00" in proc.stdout
+    subs = repo / "state" / eid / "submissions.yaml"
+    subs.write_text(subs.read_text().replace("amount: '5'", "amount: '9'"))
+    git(repo, "commit", "-qam", "a rewritten reservation")
+    proc = run_cli("verify", "--rev", "HEAD", "--against", "HEAD~1", cwd=repo)
+    assert "reservation" in proc.stdout
+    assert "NOT preserved" in proc.stdout

@@ -29,7 +29,7 @@ def test_episode_under_another_name_is_refused() -> None:
 
 
 def test_attempt_states_are_the_strings_submissions_yaml_holds() -> None:
-    assert [s.value for s in AttemptState] == ["intent", "accepted", "completed", "not-submitted"]
+    assert [s.value for s in AttemptState] == ["intent", "accepted", "completed", "not-submitted", "superseded"]
     assert AttemptState("not-submitted") is AttemptState.NOT_SUBMITTED
 
 
