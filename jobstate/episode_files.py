@@ -80,3 +80,10 @@ def record_change(
     for rel in extra:
         files[rel] = store.path(rel).read_bytes()
     return StateChange(result, files, message)
+
+
+def submissions_change(
+    store: Store, episode_id: str, steps: dict[str, list[dict[str, Any]]], message: str, result: T
+) -> StateChange[T]:
+    """A change that writes the episode's submissions.yaml with ``steps``."""
+    return record_change(store, episode_id, {SUBMISSIONS: {"schema": 1, "steps": steps}}, message, result=result)

@@ -27,7 +27,7 @@ from jobstate.core.money import validate_amount, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import AttemptState, Episode
-from jobstate.episode_files import artifacts, cost_entries, record_change, submissions
+from jobstate.episode_files import artifacts, cost_entries, record_change, submissions, submissions_change
 from jobstate.errors import (
     EpisodeUnknown,
     JobstateError,
@@ -123,7 +123,7 @@ class PaidStep:
             if not attempts or attempts[-1].get("attempt") != self.attempt:
                 raise StateInvalid(f"{episode_dir(eid)}/{SUBMISSIONS}: attempt {self.attempt} of {self.step} vanished")
             attempts[-1].update(change)
-            return record_change(self.store, eid, {SUBMISSIONS: {"schema": 1, "steps": steps}}, message)
+            return submissions_change(self.store, eid, steps, message, None)
 
         transact(self.store, decide)
         self._attempt.update(change)
@@ -318,12 +318,8 @@ def _begin(store: Store, episode_id: str, step: str, max_cost: str | None, finge
         held = f"; reserved {reservation['amount']} {reservation['currency']}" if reservation else ""
         handle = PaidStep(store, episode, step, attempt)
         handle.notices.extend(notices)
-        return record_change(
-            store,
-            episode_id,
-            {SUBMISSIONS: {"schema": 1, "steps": steps}},
-            f"intent {episode_id} {step} attempt {number}{held}",
-            result=handle,
+        return submissions_change(
+            store, episode_id, steps, f"intent {episode_id} {step} attempt {number}{held}", handle
         )
 
     return transact(store, decide)

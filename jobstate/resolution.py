@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from jobstate.catalog import Catalog
 from jobstate.core.clock import format_time
-from jobstate.core.layout import SUBMISSIONS
 from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
-from jobstate.episode_files import record_change, submissions
+from jobstate.episode_files import submissions, submissions_change
 from jobstate.errors import SubmissionUnknown, UsageError
 from jobstate.paid import guard, resolve_command
 from jobstate.reservation import CLOSED
@@ -50,12 +49,12 @@ def resolve(
         else:
             last.update(state="not-submitted", closed_at=now, resolution=decision)
             outcome = f"step {step} will start attempt {int(last['attempt']) + 1} with a new idempotency key"
-        return record_change(
+        return submissions_change(
             store,
             episode_id,
-            {SUBMISSIONS: {"schema": 1, "steps": steps}},
+            steps,
             f"resolve {episode_id} {step} attempt {last['attempt']}: {decision['decision']} by {by}\n\n{reason}",
-            result=outcome,
+            outcome,
         )
 
     return transact(store, decide)
@@ -78,12 +77,12 @@ def _supersede(store: Store, episode_id: str, step: str, *, by: str, reason: str
         now = format_time(store.now())
         decision = {"decision": "superseded", "was": state, "by": by, "at": now, "reason": reason}
         last.update(state=AttemptState.SUPERSEDED.value, closed_at=now, resolution=decision)
-        return record_change(
+        return submissions_change(
             store,
             episode_id,
-            {SUBMISSIONS: {"schema": 1, "steps": steps}},
+            steps,
             f"supersede {episode_id} {step} attempt {last['attempt']} ({state}) by {by}\n\n{reason}",
-            result=f"step {step} will start attempt {int(last['attempt']) + 1} for the changed request",
+            f"step {step} will start attempt {int(last['attempt']) + 1} for the changed request",
         )
 
     return transact(store, decide)

@@ -3,6 +3,9 @@
 This is a read-only operation: it takes no lock, writes no cache and runs git
 with ``GIT_OPTIONAL_LOCKS=0``. It reads the work tree or, with a revision,
 Git objects only, so it works on a pull request head and in a bare clone.
+
+Longer than most modules on purpose: it is one pass of checks over one snapshot, and the
+checks share the collected facts and the problem list; split by kind, each piece would need both.
 """
 
 from __future__ import annotations

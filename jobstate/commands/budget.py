@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo
+
 from jobstate.budget import usage
 from jobstate.commands._output import print_json
 from jobstate.core.budget import budget_period
@@ -17,7 +19,8 @@ def budget(options: StoreOptions, *, period: str | None, as_json: bool) -> int:
         if config.budget is None:
             raise UsageError(f"{store.root} has no budget: add budget: to jobstate.yaml (see the README)")
         if period is None:
-            target = period_of(store.now().date(), config.budget.per)
+            today = store.now().astimezone(ZoneInfo(config.timezone)).date()
+            target = period_of(today, config.budget.per)
         else:
             target = budget_period(parse_period(period), config.budget.per)
         rows = usage(store, config.budget, target.id)
