@@ -255,8 +255,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not path.exists():
         raise UsageError(f"repository path {path} does not exist")
     report = verify(path, rev=args.rev, against=args.against, workers=args.jobs)
-    if args.json:
+    if args.json or args.format == "json":
         _print_json(report.to_json(args.strict))
+    elif args.format == "github":
+        from jobstate.annotations import github_annotations  # noqa: PLC0415
+
+        print("\n".join(github_annotations(report, path, rev=args.rev, strict=args.strict)))
     else:
         for problem in report.problems:
             level = "error" if args.strict or problem.severity == "error" else "warning"
@@ -275,6 +279,47 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not report.ok(args.strict):
         print(f"jobstate: {report.summary(args.strict)}; see the report on stdout", file=sys.stderr)
         return 1
+    return 0
+
+
+def _repo_path(args: argparse.Namespace) -> Path:
+    path = Path(args.repo or os.environ.get("JOBSTATE_REPO") or ".")
+    if not path.exists():
+        raise UsageError(f"repository path {path} does not exist")
+    return path
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    print(f"jobstate: wrote {output}", file=sys.stderr)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from jobstate.diff import diff  # noqa: PLC0415
+    from jobstate.render import render  # noqa: PLC0415
+
+    result = diff(_repo_path(args), args.base, args.rev)
+    _emit(render(result, args.format, max_chars=args.max_chars), args.output)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from jobstate.render import render  # noqa: PLC0415
+    from jobstate.report import report  # noqa: PLC0415
+
+    result = report(_repo_path(args), rev=args.rev, period=args.period, since=args.since, until=args.until)
+    if args.format == "html":
+        from jobstate.html import to_html  # noqa: PLC0415
+
+        _emit(to_html(result), args.output)
+    else:
+        _emit(render(result, args.format, max_chars=args.max_chars), args.output)
     return 0
 
 
@@ -362,9 +407,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rev", help="check this revision from Git objects instead of the work tree")
     p.add_argument("--against", metavar="BASE", help="also prove what a migration must preserve since BASE")
     p.add_argument("--strict", action="store_true", help="warnings (e.g. unknown submissions) fail too")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print one JSON object (same as --format json)")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="text (default), json, or github: workflow annotations (::error file=...,line=...::) for Actions",
+    )
     p.add_argument("--jobs", type=int, help="hashing threads (default: one per core)")
     p.set_defaults(func=cmd_verify)
+
+    max_chars = {
+        "type": int,
+        "default": 65_536,
+        "help": "markdown: at most this many characters (UTF-8 bytes); whole sections beyond it are left out "
+        "with a marker (default 65536, a GitHub comment; 1048576 fits a step summary)",
+    }
+    p = sub.add_parser("diff", parents=[common], help="what changed in the state between two revisions (read-only)")
+    p.add_argument("base", metavar="BASE", help="the base revision, e.g. origin/main or a PR's base SHA")
+    p.add_argument("rev", metavar="REV", nargs="?", default="HEAD", help="the revision to compare (default HEAD)")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    p.add_argument("--max-chars", **max_chars)  # type: ignore[arg-type]
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("report", parents=[common], help="episodes, statuses and spend per period (read-only)")
+    p.add_argument("--rev", default="HEAD", help="report this revision, from Git objects (default HEAD)")
+    p.add_argument("--period", help="only this period, e.g. 2026-W32")
+    p.add_argument("--since", metavar="P", help="only periods from P on (inclusive)")
+    p.add_argument("--until", metavar="P", help="only periods up to P (inclusive)")
+    p.add_argument(
+        "--format", choices=("text", "markdown", "json", "html"), default="text", help="html: one self-contained page"
+    )
+    p.add_argument("--max-chars", **max_chars)  # type: ignore[arg-type]
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("migrate", parents=[common], help="legacy week-only IDs to versioned IDs, in one commit")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the YAML diff; write nothing")

@@ -7,6 +7,7 @@ Git objects only, so it works on a pull request head and in a bare clone.
 
 from __future__ import annotations
 
+import re
 import reprlib
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,10 +32,14 @@ class Problem:
     path: str
     message: str
     severity: str = "error"
+    line: int | None = None  # 1-based line in the YAML file, when known
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, str | int]:
         """For ``--json``."""
-        return {"path": self.path, "message": self.message, "severity": self.severity}
+        out: dict[str, str | int] = {"path": self.path, "message": self.message, "severity": self.severity}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
 
 
 @dataclass
@@ -112,7 +117,8 @@ def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
     try:
         return loads(snap.read(path), path)
     except StateInvalid as exc:
-        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+        where = re.search(r"\(line (\d+)\)", str(exc))
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: "), line=int(where[1]) if where else None))
     except OSError as exc:
         problems.append(Problem(path, f"cannot read: {exc}"))
     return None
