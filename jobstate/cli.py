@@ -306,6 +306,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     result = diff(_repo_path(args), args.base, args.rev)
     _emit(render(result, args.format, max_chars=args.max_chars), args.output)
+    if args.strict and result.alarms:
+        print(f"jobstate: {len(result.alarms)} change(s) that should never happen; see the diff", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -429,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     p.add_argument("--max-chars", **max_chars)  # type: ignore[arg-type]
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--strict", action="store_true", help="exit 1 when a change that should never happen is found")
     p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("report", parents=[common], help="episodes, statuses and spend per period (read-only)")

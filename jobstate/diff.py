@@ -112,7 +112,11 @@ _ORDER = {"intent": 0, "not-submitted": 1, "accepted": 1, "completed": 2}
 
 
 def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
-    for step in sorted(set(new.steps) | set(old.steps if old else {})):
+    def first_start(step: str) -> str:
+        attempts = new.steps.get(step) or [{}]
+        return str(attempts[0].get("started_at", ""))
+
+    for step in sorted(set(new.steps) | set(old.steps if old else {}), key=lambda s: (first_start(s), s)):
         before = {a.get("attempt"): a for a in (old.steps.get(step, []) if old else [])}
         after = {a.get("attempt"): a for a in new.steps.get(step, [])}
         for number, attempt in before.items():
@@ -246,17 +250,19 @@ _ALARM_ORDER = [
 ]
 
 
-def _preservation(path: Path, base: str, rev: str) -> list[str]:
+def _preservation(path: Path, base: str, rev: str, moves: list[dict[str, str]]) -> list[str]:
+    """verify --against's proof, over the migrated episodes only (other changes are the diff's business)."""
     from jobstate.snapshot import Revision, locate  # noqa: PLC0415
     from jobstate.verify import collect, compare  # noqa: PLC0415
 
     facts = []
-    for which in (base, rev):
+    for which, key in ((base, "from_id"), (rev, "episode_id")):
         snap = Revision(locate(path), which)
         try:
-            facts.append(collect(snap, hash_artifacts=False)[0])
+            found = collect(snap, hash_artifacts=False)[0]
         finally:
             snap.close()
+        facts.append({m[key]: found[m[key]] for m in moves if m[key] in found})
     return compare(facts[0], facts[1])
 
 
@@ -267,6 +273,6 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     result = compare_states(old, new)
     result.unreadable = [f"{base}: {u}" for u in old.unreadable] + result.unreadable
     if result.migrations:
-        result.preservation = _preservation(path, base, rev)
+        result.preservation = _preservation(path, base, rev, result.migrations)
         result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]
     return result

@@ -142,8 +142,8 @@ def _md_section(sec: Section, rows: list[list[str]], more: int = 0) -> str:
     if sec.note:
         parts.append(f"{_cell(sec.note)}\n")
     if rows:
-        parts.append("| " + " | ".join(sec.headers) + " |\n|" + "---|" * len(sec.headers) + "\n")
-        parts.append("".join("| " + " | ".join(_cell(c) for c in row) + " |\n" for row in rows))
+        table = "| " + " | ".join(sec.headers) + " |\n|" + "---|" * len(sec.headers) + "\n"
+        parts.append(table + "".join("| " + " | ".join(_cell(c) for c in row) + " |\n" for row in rows))
     if more:
         parts.append(f"\n*… and {more} more rows, left out to fit.*\n")
     return "\n".join(parts) + "\n"
