@@ -254,7 +254,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     path = Path(args.repo or os.environ.get("JOBSTATE_REPO") or ".")
     if not path.exists():
         raise UsageError(f"repository path {path} does not exist")
-    report = verify(path, rev=args.rev, against=args.against, workers=args.jobs)
+    report = verify(path, rev=args.rev, against=args.against, workers=args.jobs, check_clean=not args.uncommitted_ok)
     if args.json or args.format == "json":
         _print_json(report.to_json(args.strict))
     elif args.format == "github":
@@ -410,6 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rev", help="check this revision from Git objects instead of the work tree")
     p.add_argument("--against", metavar="BASE", help="also prove what a migration must preserve since BASE")
     p.add_argument("--strict", action="store_true", help="warnings (e.g. unknown submissions) fail too")
+    p.add_argument(
+        "--uncommitted-ok",
+        action="store_true",
+        help="do not require the work tree to be committed (a pre-commit hook checks staged changes)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object (same as --format json)")
     p.add_argument(
         "--format",

@@ -523,8 +523,13 @@ def verify(
     rev: str | None = None,
     against: str | None = None,
     workers: int | None = None,
+    check_clean: bool = True,
 ) -> Report:
-    """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only."""
+    """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only.
+
+    ``check_clean=False`` skips the check that the work tree is committed (a pre-commit
+    hook checks staged changes before they are committed).
+    """
     cwd = locate(path)
     if rev is None and is_bare(cwd):
         raise UsageError(f"{cwd} is a bare repository: pass --rev REV")
@@ -533,7 +538,7 @@ def verify(
         facts, report = collect(snap, workers=workers)
     finally:
         snap.close()
-    if rev is None:
+    if rev is None and check_clean:
         _check_clean(cwd, report)
     if against is not None:
         base_snap = Revision(cwd, against)

@@ -36,7 +36,7 @@ class Interrupted(Exception):
     """Stands for a process that died after the intent was committed."""
 
 
-def _paid(store: Store, eid: str, step: str, ref: str, amount: str, artifact: str) -> None:
+def _paid(store: Store, eid: str, step: str, ref: str, *, amount: str, artifact: str) -> None:
     with store.paid_step(eid, step) as handle:
         if handle.remote_ref is None:
             handle.accepted(ref)
@@ -62,10 +62,10 @@ def build_pipeline_history(repo: Path) -> Path:
         except Interrupted:
             pass
         resolve(store, eid, "generate", accepted="task-1", by="ops-oncall", reason="vendor ledger lists task-1")
-        _paid(store, eid, "generate", "task-1", "12.40", "final.txt")
+        _paid(store, eid, "generate", "task-1", amount="12.40", artifact="final.txt")
         approve(store, eid, by="editor", reject=True, reason="intro too long")
-        _paid(store, eid, "rework", "task-2", "3.10", "rework.txt")
-        _paid(store, eid, "reassemble", "task-3", "0.85", "final-v2.txt")
+        _paid(store, eid, "rework", "task-2", amount="3.10", artifact="rework.txt")
+        _paid(store, eid, "reassemble", "task-3", amount="0.85", artifact="final-v2.txt")
         approve(store, eid, by="editor")
         complete(store, eid)
         second = allocate(store, "manual-rerun:2026-08-15", W33).episode_id

@@ -94,7 +94,9 @@ def test_report_period_range_limits_episodes_and_spend(history: Path, capsys: py
     assert [e["status"] for e in json.loads(out)["episodes"]] == ["allocated"]
 
 
-def test_changes_that_should_never_happen_come_first_and_loud(history: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_changes_that_should_never_happen_come_first_and_loud(
+    history: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     costs = history / "state/2026-W33-0/costs.yaml"
     costs.write_text(costs.read_text().replace("'12.40'", "'1.40'"))
     hist = history / "history/2026-W33-0.yaml"
