@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,3 +178,18 @@ def test_episode_status_follows_the_records() -> None:
     assert episode_status({"generate": [done]}, [rejected], completed=False) == "rejected"
     assert episode_status({"generate": [done]}, [rejected, approved], completed=False) == "approved"
     assert episode_status({"generate": [done]}, [approved], completed=True) == "completed"
+
+
+def test_demo_ends_with_the_diff_of_its_week_and_a_report(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate.demo", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    tail = proc.stdout[proc.stdout.index("== review: what the week changed") :]
+    assert "Episodes allocated (1):\n    2026-W33-1  2026-W33  weekly-episode:2026-08-14" in tail
+    assert "Approvals and rejections (2):" in tail
+    assert "jobstate report HEAD: 9 episodes, spend 16.35 USD" in tail
