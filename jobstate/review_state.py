@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.errors import StateInvalid, UsageError
+from jobstate.ledger import RECORD_FILES
 from jobstate.periods import parse_episode_id, parse_period
 from jobstate.snapshot import Revision, locate
 from jobstate.status import episode_status
@@ -163,7 +164,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None) -> StateVi
                 view.episodes[name] = EpisodeView(name, found[0], found[1], legacy=found[2])
             assert entry.blob is not None
             view.episodes[name].blobs[p] = entry.blob
-            if leaf == "history" or (leaf.endswith(".yaml") and "/" not in leaf):
+            if leaf == "history" or leaf in RECORD_FILES:
                 wanted.append((p, name, leaf))
         # episode.yaml first: the legacy fields it carries come before the record files
         wanted.sort(key=lambda w: (w[1], w[2] != "episode.yaml", w[2]))
