@@ -21,10 +21,14 @@ class Problem:
     path: str
     message: str
     severity: str = "error"
+    line: int | None = None  # 1-based line in the YAML file, when known
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, str | int]:
         """For ``--json``."""
-        return {"path": self.path, "message": self.message, "severity": self.severity}
+        out: dict[str, str | int] = {"path": self.path, "message": self.message, "severity": self.severity}
+        if self.line is not None:
+            out["line"] = self.line
+        return out
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _chars(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
+    if not 1 <= value <= 100_000_000:  # the renderer names its own minimum
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of characters from 1 to 100000000")
+    return value
+
+
 def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
     # given before the command they become the defaults; after it they override (SUPPRESS keeps the earlier value)
     parser.add_argument(
@@ -132,7 +142,37 @@ def _complete(a: argparse.Namespace) -> int:
 def _verify(a: argparse.Namespace) -> int:
     from jobstate.commands.verify import verify  # noqa: PLC0415
 
-    return verify(a.repo, rev=a.rev, against=a.against, strict=a.strict, as_json=a.json, jobs=a.jobs)
+    fmt = "json" if a.json else a.format
+    return verify(
+        a.repo,
+        rev=a.rev,
+        against=a.against,
+        strict=a.strict,
+        fmt=fmt,
+        jobs=a.jobs,
+        uncommitted_ok=a.uncommitted_ok,
+    )
+
+
+def _diff(a: argparse.Namespace) -> int:
+    from jobstate.commands.diff import diff  # noqa: PLC0415
+
+    return diff(a.repo, base=a.base, rev=a.rev, fmt=a.format, max_chars=a.max_chars, output=a.output, strict=a.strict)
+
+
+def _report(a: argparse.Namespace) -> int:
+    from jobstate.commands.report import report  # noqa: PLC0415
+
+    return report(
+        a.repo,
+        rev=a.rev,
+        period=a.period,
+        since=a.since,
+        until=a.until,
+        fmt=a.format,
+        max_chars=a.max_chars,
+        output=a.output,
+    )
 
 
 def _budget(a: argparse.Namespace) -> int:
@@ -233,8 +273,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rev", help="check this revision from Git objects instead of the work tree")
     p.add_argument("--against", metavar="BASE", help="also prove what a migration must preserve since BASE")
     p.add_argument("--strict", action="store_true", help="warnings (e.g. unknown submissions) fail too")
-    json_flag(p)
+    p.add_argument(
+        "--uncommitted-ok",
+        action="store_true",
+        help="do not require the work tree to be committed (a pre-commit hook checks staged changes)",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object (same as --format json)")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="text (default), json, or github: workflow annotations (::error file=...,line=...::) for Actions",
+    )
     p.add_argument("--jobs", type=_positive, help="hashing threads, 1 to 1024 (default: one per core)")
+
+    def max_chars(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--max-chars",
+            type=_chars,
+            default=65_536,
+            help="markdown: at most this many characters (UTF-8 bytes); whole sections beyond it are left out "
+            "with a marker (default 65536, a GitHub comment; 1048576 fits a step summary)",
+        )
+        p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+
+    p = command("diff", _diff, "what changed in the state between two revisions, in words (read-only)")
+    p.add_argument("base", metavar="BASE", help="the base revision, e.g. origin/main or a PR's base SHA")
+    p.add_argument("rev", metavar="REV", nargs="?", default="HEAD", help="the revision to compare (default HEAD)")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
+    max_chars(p)
+    p.add_argument("--strict", action="store_true", help="exit 1 when a change that should never happen is found")
+
+    p = command("report", _report, "episodes, statuses and spend per period (read-only)")
+    p.add_argument("--rev", default="HEAD", help="report this revision, from Git objects (default HEAD)")
+    p.add_argument("--period", help="only this period, e.g. 2026-W32")
+    p.add_argument("--since", metavar="P", help="only periods from P on (inclusive)")
+    p.add_argument("--until", metavar="P", help="only periods up to P (inclusive)")
+    p.add_argument(
+        "--format", choices=("text", "markdown", "json", "html"), default="text", help="html: one self-contained page"
+    )
+    max_chars(p)
 
     p = command("migrate", _migrate, "legacy week-only IDs to versioned IDs, in one commit")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the YAML diff; write nothing")

@@ -10,6 +10,7 @@ checks share the collected facts and the problem list; split by kind, each piece
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,8 @@ def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
     try:
         return loads(snap.read(path), path)
     except StateInvalid as exc:
-        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+        where = re.search(r"\(line (\d+)\)", str(exc))
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: "), line=int(where[1]) if where else None))
     except OSError as exc:
         problems.append(Problem(path, f"cannot read: {exc}"))
     return None
@@ -394,8 +396,13 @@ def verify(
     rev: str | None = None,
     against: str | None = None,
     workers: int | None = None,
+    check_clean: bool = True,
 ) -> Report:
-    """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only."""
+    """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only.
+
+    ``check_clean=False`` skips the check that the work tree is committed (a pre-commit
+    hook checks staged changes before they are committed).
+    """
     cwd = locate(path)
     if rev is None and is_bare(cwd):
         raise UsageError(f"{cwd} is a bare repository: pass --rev REV")
@@ -404,7 +411,7 @@ def verify(
         facts, report = collect(snap, workers=workers)
     finally:
         snap.close()
-    if rev is None:
+    if rev is None and check_clean:
         _check_clean(cwd, report)
     if against is not None:
         base_snap = Revision(cwd, against)

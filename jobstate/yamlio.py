@@ -53,3 +53,28 @@ def dumps(data: Any) -> bytes:
         data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
     )
     return text.encode("utf-8")
+
+
+def key_line(data: bytes | str, keys: tuple[str | int, ...]) -> int | None:
+    """The 1-based line of the value at ``keys`` (mapping keys, list indexes) in a YAML text.
+
+    Walks the node tree (``compose``: nothing is constructed); None when the path
+    is not there or the text does not parse.
+    """
+    try:
+        node = yaml.compose(data, Loader=_Loader)
+    except yaml.YAMLError:
+        return None
+    line = None if node is None else node.start_mark.line + 1
+    for key in keys:
+        if isinstance(node, yaml.MappingNode):
+            found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(key)]
+            if not found:
+                return line
+            line, node = found[0][0].start_mark.line + 1, found[0][1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line

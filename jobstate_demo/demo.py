@@ -157,6 +157,26 @@ def budget_demo(repo: Path) -> None:
     _run(repo, "budget", "--period", "2026-W40")
 
 
+def _head(repo: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def review_demo(repo: Path, week_base: str) -> None:
+    """What a reviewer sees: the diff of the demo's week, in words, then the report (read-only)."""
+    _section("review: what the week changed (jobstate diff, from Git objects)")
+    _run(repo, "diff", week_base[:12], "HEAD")
+    _section("review: episodes, statuses and spend per period (jobstate report)")
+    _run(repo, "report")
+
+
+def _all(repo: Path) -> None:
+    allocation_demo(repo)
+    week_base = _head(repo).strip()
+    pipeline_demo(repo)
+    budget_demo(repo)
+    review_demo(repo, week_base)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the demo in DIR or in a temp dir."""
     args = sys.argv[1:] if argv is None else argv
@@ -172,17 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     if args:
         repo = Path(args[0])
         repo.mkdir(parents=True, exist_ok=True)
-        allocation_demo(repo)
-        pipeline_demo(repo)
-        budget_demo(repo)
+        _all(repo)
         return 0
     with tempfile.TemporaryDirectory(prefix="jobstate-demo-") as tmp:
         repo = Path(tmp) / "state-repo"
         repo.mkdir()
         print(f"demo state repository: {repo} (removed afterwards)")
-        allocation_demo(repo)
-        pipeline_demo(repo)
-        budget_demo(repo)
+        _all(repo)
     return 0
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
+
+from jobstate.errors import UsageError
 
 
 def print_json(value: object) -> None:
@@ -14,3 +17,15 @@ def print_json(value: object) -> None:
 def note(line: str) -> None:
     """A diagnostic line on stderr (stdout carries only the answer)."""
     print(f"jobstate: {line}", file=sys.stderr)
+
+
+def emit(text: str, output: str | None) -> None:
+    """The answer on stdout, or into ``output`` (then a note says where)."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    note(f"wrote {output}")

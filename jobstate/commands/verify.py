@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobstate.annotations import github_annotations
 from jobstate.commands._output import note, print_json
 from jobstate.errors import VERIFY_PROBLEMS
 from jobstate.store import repo_path
@@ -10,12 +11,22 @@ from jobstate.verify import verify as verify_state
 
 
 def verify(
-    repo: str | None, *, rev: str | None, against: str | None, strict: bool, as_json: bool, jobs: int | None
+    repo: str | None,
+    *,
+    rev: str | None,
+    against: str | None,
+    strict: bool,
+    fmt: str,
+    jobs: int | None,
+    uncommitted_ok: bool = False,
 ) -> int:
     """Check the state read-only; exit 1 when problems are found."""
-    report = verify_state(repo_path(repo), rev=rev, against=against, workers=jobs)
-    if as_json:
+    path = repo_path(repo)
+    report = verify_state(path, rev=rev, against=against, workers=jobs, check_clean=not uncommitted_ok)
+    if fmt == "json":
         print_json(report.to_json(strict))
+    elif fmt == "github":
+        print("\n".join(github_annotations(report, path, rev=rev, strict=strict)))
     else:
         _print_text(report, strict)
     if not report.ok(strict):

@@ -1,0 +1,71 @@
+"""``verify --format github``: GitHub workflow commands that point at the YAML line.
+
+This is a read-only operation: files are read from the work tree or from Git
+objects (``snapshot``), never written.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from jobstate.facts import Problem
+from jobstate.git.snapshot import Revision, Snapshot, WorkTree, locate
+from jobstate.verify import Report
+from jobstate.yamlio import key_line
+
+# what a problem message names first -> where that lives in its YAML file
+_KEYS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
+    (re.compile(r"^step '([^']+)'"), ("steps", "{0}")),
+    (re.compile(r"^artifact '([^']+)'"), ("artifacts", "{0}")),
+    (re.compile(r"^field '([^']+)'"), ("{0}",)),
+    (re.compile(r"^(episode_id|period_id|week_id|sequence|allocation_key|completed_at) "), ("{0}",)),
+    (re.compile(r"^malformed cost entry"), ("entries",)),
+    (re.compile(r"^'steps'"), ("steps",)),
+]
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def problem_line(snap: Snapshot, problem: Problem) -> int:
+    """The line a problem is about: its own, or the key its message names, or 1."""
+    if problem.line is not None:
+        return problem.line
+    if not problem.path.endswith(".yaml"):
+        return 1
+    for pattern, keys in _KEYS:
+        found = pattern.search(problem.message)
+        if found:
+            try:
+                data = snap.read(problem.path)
+            except OSError:
+                return 1
+            return key_line(data, tuple(k.format(*found.groups()) for k in keys)) or 1
+    return 1
+
+
+def github_annotations(report: Report, path: Path, *, rev: str | None, strict: bool) -> list[str]:
+    """One ``::error``/``::warning`` line per problem and per drift, then a ``::notice`` summary."""
+    cwd = locate(path)
+    snap: Snapshot = Revision(cwd, rev) if rev is not None else WorkTree(cwd)
+    lines = []
+    try:
+        for p in report.problems:
+            level = "error" if strict or p.severity == "error" else "warning"
+            where = f"file={_escape_property(p.path)},line={problem_line(snap, p)}"
+            lines.append(f"::{level} {where},title=jobstate verify::{_escape_data(p.message)}")
+    finally:
+        snap.close()
+    for drift in report.differences:
+        lines.append(
+            f"::error title=jobstate verify --against {_escape_property(str(report.against))}::{_escape_data(drift)}"
+        )
+    level = "notice" if report.ok(strict) else "error"
+    lines.append(f"::{level} title=jobstate verify::{_escape_data(report.summary(strict))}")
+    return lines

@@ -1,0 +1,278 @@
+"""What changed in the state between two revisions, in words, from Git objects.
+
+``diff`` is a read-only operation. ``compare_states`` is pure: two StateViews in,
+a Diff out. Changes that should never happen in a normal pull request (a completed
+episode edited, an episode deleted, a cost entry or decision rewritten, a key moved
+between episodes, a submission rewritten) are collected as alarms, shown first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from jobstate.facts import compare
+from jobstate.git.snapshot import Revision, locate
+from jobstate.review_state import EpisodeView, StateView, read_state
+from jobstate.verify import collect
+
+
+@dataclass
+class Diff:
+    """The changes from ``base`` to ``rev``; every list is complete (renderers may cut)."""
+
+    base: str
+    base_commit: str
+    rev: str
+    commit: str
+    alarms: list[dict[str, str]] = field(default_factory=list)
+    allocated: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    costs: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    completed: list[dict[str, Any]] = field(default_factory=list)
+    migrations: list[dict[str, str]] = field(default_factory=list)
+    preservation: list[str] | None = None  # verify --against lines; None when nothing was migrated
+    budgets: list[dict[str, Any]] = field(default_factory=list)  # filled once budgets exist
+    unreadable: list[str] = field(default_factory=list)
+
+    def cost_totals(self) -> dict[str, str]:
+        """Added cost per currency."""
+        return _sum(self.costs, lambda c: str(c["currency"]))
+
+    def cost_by_period(self) -> dict[str, dict[str, str]]:
+        """Added cost per period, then per currency."""
+        out: dict[str, dict[str, str]] = {}
+        for period in sorted({str(c["period_id"]) for c in self.costs}):
+            out[period] = _sum([c for c in self.costs if c["period_id"] == period], lambda c: str(c["currency"]))
+        return out
+
+    def empty(self) -> bool:
+        """No change at all in the state."""
+        return (
+            not (self.alarms or self.allocated or self.steps or self.costs or self.decisions or self.completed)
+            and not self.migrations
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything, for ``--format json``."""
+        return {
+            "base": self.base,
+            "base_commit": self.base_commit,
+            "rev": self.rev,
+            "commit": self.commit,
+            "alarms": self.alarms,
+            "allocated": self.allocated,
+            "steps": self.steps,
+            "costs": self.costs,
+            "cost_totals": self.cost_totals(),
+            "cost_by_period": self.cost_by_period(),
+            "decisions": self.decisions,
+            "completed": self.completed,
+            "migrations": self.migrations,
+            "preserved": None if self.preservation is None else not self.preservation,
+            "preservation_differences": self.preservation or [],
+            "budgets": self.budgets,
+            "unreadable": self.unreadable,
+        }
+
+
+def _sum(entries: list[dict[str, Any]], key: Any) -> dict[str, str]:
+    sums: dict[str, Decimal] = {}
+    for entry in entries:
+        k = key(entry)
+        sums[k] = sums.get(k, Decimal(0)) + Decimal(str(entry["amount"]))
+    return {k: format(v, "f") for k, v in sorted(sums.items())}
+
+
+def _order(view: EpisodeView) -> tuple[str, int, str]:
+    return (view.period_id, view.sequence, view.episode_id)
+
+
+def _attempt_events(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
+    before = None if old is None else old.get("state")
+    state = new.get("state")
+    events: list[str] = []
+    if old is None:
+        events.append(f"submitted (idempotency key {new.get('idempotency_key')})")
+    resolution = new.get("resolution")
+    if isinstance(resolution, dict) and (old is None or not old.get("resolution")):
+        events.append(f"resolved as {resolution.get('decision')} by {resolution.get('by')}: {resolution.get('reason')}")
+    if state in ("accepted", "completed") and before in (None, "intent"):
+        events.append(f"accepted as {new.get('remote_ref')}")
+    if state == "completed" and before != "completed":
+        events.append("completed")
+    if state == "not-submitted" and before != "not-submitted" and not isinstance(resolution, dict):
+        events.append(f"not submitted: {new.get('reason')}")
+    if state == "intent":
+        events.append("UNKNOWN: acceptance not recorded (needs jobstate resolve)")
+    return events
+
+
+_ORDER = {"intent": 0, "not-submitted": 1, "accepted": 1, "completed": 2}
+
+
+def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
+    def first_start(step: str) -> str:
+        attempts = new.steps.get(step) or [{}]
+        return str(attempts[0].get("started_at", ""))
+
+    for step in sorted(set(new.steps) | set(old.steps if old else {}), key=lambda s: (first_start(s), s)):
+        before = {a.get("attempt"): a for a in (old.steps.get(step, []) if old else [])}
+        after = {a.get("attempt"): a for a in new.steps.get(step, [])}
+        for number, attempt in before.items():
+            now = after.get(number)
+            rewritten = now is None or _ORDER.get(str(now.get("state")), 0) < _ORDER.get(str(attempt.get("state")), 0)
+            if not rewritten and now is not None and attempt.get("remote_ref") not in (None, now.get("remote_ref")):
+                rewritten = True
+            if rewritten:
+                what = "removed" if now is None else f"went from {attempt.get('state')} to {now.get('state')}"
+                diff.alarms.append(
+                    {"kind": "submission rewritten", "episode": eid, "message": f"{step} attempt {number} {what}"}
+                )
+        for number, attempt in after.items():
+            if attempt == before.get(number):
+                continue
+            events = _attempt_events(before.get(number), attempt)
+            if events:
+                diff.steps.append(
+                    {
+                        "episode_id": eid,
+                        "step": step,
+                        "attempt": number,
+                        "state": attempt.get("state"),
+                        "events": events,
+                    }
+                )
+
+
+def _appended(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+    """The entries added to an append-only list, and whether the old entries were kept as they were."""
+    if new[: len(old)] == old:
+        return new[len(old) :], True
+    rest = list(new)
+    for entry in old:
+        if entry in rest:
+            rest.remove(entry)
+    return rest, False
+
+
+def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
+    eid = new.episode_id
+    if old is not None and old.completed_at is not None and old.episode_id == eid:
+        changed = sorted(p for p in set(old.blobs) | set(new.blobs) if old.blobs.get(p) != new.blobs.get(p))
+        if changed:
+            diff.alarms.append(
+                {
+                    "kind": "completed episode edited",
+                    "episode": eid,
+                    "message": f"completed at {old.completed_at}; changed: {', '.join(changed)}",
+                }
+            )
+    _steps(eid, old, new, diff)
+    added, kept = _appended(old.costs if old else [], new.costs)
+    if not kept:
+        diff.alarms.append(
+            {"kind": "cost entry rewritten", "episode": eid, "message": "an existing cost entry was changed or removed"}
+        )
+    for entry in added:
+        diff.costs.append(
+            {
+                "episode_id": eid,
+                "period_id": new.period_id,
+                "step": entry.get("step"),
+                "amount": str(entry.get("amount")),
+                "currency": entry.get("currency"),
+                "remote_ref": entry.get("remote_ref"),
+            }
+        )
+    decided, kept = _appended(old.decisions if old else [], new.decisions)
+    if not kept:
+        diff.alarms.append(
+            {"kind": "decision rewritten", "episode": eid, "message": "an approval decision was changed or removed"}
+        )
+    for d in decided:
+        diff.decisions.append(
+            {
+                "episode_id": eid,
+                "status": d.get("status"),
+                "by": d.get("by"),
+                "at": d.get("at"),
+                "reason": d.get("reason"),
+            }
+        )
+    if new.completed_at is not None and (old is None or old.completed_at is None):
+        totals = _sum(new.costs, lambda c: str(c["currency"]))
+        diff.completed.append({"episode_id": eid, "completed_at": new.completed_at, "cost_totals": totals})
+
+
+def compare_states(base: StateView, new: StateView) -> Diff:
+    """The Diff from ``base`` to ``new``. Pure."""
+    diff = Diff(base.rev, base.commit, new.rev, new.commit, unreadable=[f"{new.rev}: {u}" for u in new.unreadable])
+    migrated_from: dict[str, str] = {}
+    for view in new.episodes.values():
+        origin = view.migration.get("from_id") if view.migration else None
+        if isinstance(origin, str) and origin in base.episodes and view.episode_id not in base.episodes:
+            migrated_from[view.episode_id] = origin
+    for eid, view in sorted(new.episodes.items(), key=lambda kv: _order(kv[1])):
+        old = base.episodes.get(eid) or base.episodes.get(migrated_from.get(eid, ""))
+        if eid in migrated_from:
+            diff.migrations.append({"from_id": migrated_from[eid], "episode_id": eid})
+        elif old is None:
+            diff.allocated.append(
+                {"episode_id": eid, "period_id": view.period_id, "allocation_key": view.allocation_key}
+            )
+        _episode(old, view, diff)
+    moved = set(migrated_from.values())
+    for eid, view in sorted(base.episodes.items(), key=lambda kv: _order(kv[1])):
+        if eid not in new.episodes and eid not in moved:
+            diff.alarms.insert(
+                0, {"kind": "episode deleted", "episode": eid, "message": f"{view.status} episode is gone"}
+            )
+    old_keys = {v.allocation_key: eid for eid, v in base.episodes.items() if v.allocation_key and not v.legacy}
+    for eid, view in sorted(new.episodes.items()):
+        owner = old_keys.get(view.allocation_key or "")
+        if owner is not None and owner != eid and migrated_from.get(eid) != owner:
+            diff.alarms.append(
+                {"kind": "key moved", "episode": eid, "message": f"key {view.allocation_key!r} belonged to {owner}"}
+            )
+    diff.alarms.sort(key=lambda a: _ALARM_ORDER.index(a["kind"]))
+    return diff
+
+
+_ALARM_ORDER = [
+    "episode deleted",
+    "completed episode edited",
+    "cost entry rewritten",
+    "key moved",
+    "decision rewritten",
+    "submission rewritten",
+    "migration drift",
+]
+
+
+def _preservation(path: Path, base: str, rev: str, moves: list[dict[str, str]]) -> list[str]:
+    """verify --against's proof, over the migrated episodes only (other changes are the diff's business)."""
+    facts = []
+    for which, key in ((base, "from_id"), (rev, "episode_id")):
+        snap = Revision(locate(path), which)
+        try:
+            found = collect(snap, hash_artifacts=False)[0]
+        finally:
+            snap.close()
+        facts.append({m[key]: found[m[key]] for m in moves if m[key] in found})
+    return compare(facts[0], facts[1])
+
+
+def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
+    """What changed in state/ and history/ from ``base`` to ``rev``. This is a read-only operation."""
+    old = read_state(path, base, progress=progress)
+    new = read_state(path, rev, progress=progress)
+    result = compare_states(old, new)
+    result.unreadable = [f"{base}: {u}" for u in old.unreadable] + result.unreadable
+    if result.migrations:
+        result.preservation = _preservation(path, base, rev, result.migrations)
+        result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]
+    return result

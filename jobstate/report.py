@@ -1,0 +1,158 @@
+"""Episodes per period with their status, steps left unknown, and spend, from Git objects.
+
+``report`` is a read-only operation. ``build_report`` is pure: a StateView in, a
+Report out. Spend is counted in the period of the episode it was spent for.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from jobstate.core.periods import parse_period
+from jobstate.errors import UsageError
+from jobstate.review_state import StateView, read_state
+from jobstate.status import STATUSES
+
+
+@dataclass
+class Report:
+    """The report of one revision, optionally limited to a range of periods."""
+
+    rev: str
+    commit: str
+    since: str | None = None
+    until: str | None = None
+    unknown: list[dict[str, Any]] = field(default_factory=list)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    periods: list[dict[str, Any]] = field(default_factory=list)
+    spend_by_step: dict[str, dict[str, str]] = field(default_factory=dict)
+    totals: dict[str, str] = field(default_factory=dict)
+    budgets: list[dict[str, Any]] = field(default_factory=list)  # budgets and reservations, once they exist
+    unreadable: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything, for ``--format json``."""
+        return {
+            "rev": self.rev,
+            "commit": self.commit,
+            "since": self.since,
+            "until": self.until,
+            "unknown_steps": self.unknown,
+            "periods": self.periods,
+            "episodes": self.episodes,
+            "spend_by_step": self.spend_by_step,
+            "totals": self.totals,
+            "budgets": self.budgets,
+            "unreadable": self.unreadable,
+        }
+
+
+def period_range(period: str | None, since: str | None, until: str | None) -> tuple[str | None, str | None]:
+    """Check ``--period`` or ``--since``/``--until`` and return the inclusive range."""
+    if period is not None and (since is not None or until is not None):
+        raise UsageError("give --period P, or --since P and/or --until P, not both")
+    if period is not None:
+        since = until = period
+    kinds = {parse_period(p).kind for p in (since, until) if p is not None}
+    if len(kinds) > 1:
+        raise UsageError(f"--since {since} and --until {until} are periods of different kinds: use one kind")
+    if since is not None and until is not None and since > until:
+        raise UsageError(f"--since {since} comes after --until {until}: nothing to report")
+    return since, until
+
+
+def _in_range(period_id: str, since: str | None, until: str | None) -> bool:
+    bound = since or until
+    if bound is not None and parse_period(period_id).kind != parse_period(bound).kind:
+        return False
+    # within one kind, period IDs are zero-padded and sort like their dates
+    return (since is None or period_id >= since) and (until is None or period_id <= until)
+
+
+def _add(sums: dict[str, Decimal], currency: str, amount: Any) -> None:
+    sums[currency] = sums.get(currency, Decimal(0)) + Decimal(str(amount))
+
+
+def _fmt(sums: dict[str, Decimal]) -> dict[str, str]:
+    return {k: format(v, "f") for k, v in sorted(sums.items())}
+
+
+def build_report(state: StateView, since: str | None = None, until: str | None = None) -> Report:
+    """The report of ``state`` for periods ``since``..``until`` (inclusive; None is open). Pure."""
+    out = Report(state.rev, state.commit, since, until, unreadable=list(state.unreadable))
+    views = sorted(
+        (v for v in state.episodes.values() if _in_range(v.period_id, since, until)),
+        key=lambda v: (v.period_id, v.sequence, v.episode_id),
+    )
+    per_period: dict[str, dict[str, Any]] = {}
+    by_step: dict[str, dict[str, Decimal]] = {}
+    totals: dict[str, Decimal] = {}
+    for v in views:
+        status = v.status
+        spent: dict[str, Decimal] = {}
+        for entry in v.costs:
+            currency = str(entry.get("currency"))
+            _add(spent, currency, entry.get("amount"))
+            _add(totals, currency, entry.get("amount"))
+            _add(by_step.setdefault(str(entry.get("step")), {}), currency, entry.get("amount"))
+        for step, attempts in sorted(v.steps.items()):
+            if attempts and attempts[-1].get("state") == "intent":
+                last = attempts[-1]
+                out.unknown.append(
+                    {
+                        "episode_id": v.episode_id,
+                        "step": step,
+                        "attempt": last.get("attempt"),
+                        "started_at": last.get("started_at"),
+                        "idempotency_key": last.get("idempotency_key"),
+                        "resolve": f"jobstate resolve --episode {v.episode_id} --step {step} "
+                        "(--accepted REMOTE_REF | --not-submitted) --by NAME --reason TEXT",
+                    }
+                )
+        out.episodes.append(
+            {
+                "episode_id": v.episode_id,
+                "period_id": v.period_id,
+                "sequence": v.sequence,
+                "allocation_key": v.allocation_key,
+                "status": status,
+                "allocated_at": v.allocated_at,
+                "completed_at": v.completed_at,
+                "steps": sorted(v.steps),
+                "spend": _fmt(spent),
+            }
+        )
+        row = per_period.setdefault(v.period_id, {"statuses": Counter(), "spend": {}})
+        row["statuses"][status] += 1
+        for currency, amount in spent.items():
+            _add(row["spend"], currency, amount)
+    for period_id, row in per_period.items():
+        out.periods.append(
+            {
+                "period_id": period_id,
+                "episodes": sum(row["statuses"].values()),
+                "statuses": {s: row["statuses"][s] for s in STATUSES if row["statuses"][s]},
+                "spend": _fmt(row["spend"]),
+            }
+        )
+    out.spend_by_step = {step: _fmt(sums) for step, sums in sorted(by_step.items())}
+    out.totals = _fmt(totals)
+    return out
+
+
+def report(
+    path: Path,
+    *,
+    rev: str = "HEAD",
+    period: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    progress: bool | None = None,
+) -> Report:
+    """The report of ``rev``. This is a read-only operation."""
+    since, until = period_range(period, since, until)
+    return build_report(read_state(path, rev, progress=progress), since, until)

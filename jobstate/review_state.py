@@ -1,0 +1,191 @@
+"""The state of one revision as reviewers see it, read from Git objects.
+
+This is a read-only operation: Git runs with ``GIT_OPTIONAL_LOCKS=0`` through
+``snapshot.Revision``; nothing is written, no lock is taken. Files that cannot be
+read are listed (verify is the checker), so a review of a broken state still works.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobstate.core.layout import RECORD_FILES
+from jobstate.core.periods import parse_episode_id, parse_period
+from jobstate.errors import StateInvalid, UsageError
+from jobstate.git.snapshot import Revision, locate
+from jobstate.status import episode_status
+from jobstate.yamlio import loads
+
+_CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
+
+
+class Ticker:
+    """A progress line on stderr, as verify's hashing shows: only on a terminal and after a second."""
+
+    def __init__(self, label: str, total: int, enabled: bool | None = None) -> None:
+        self.label, self.total, self.done = label, total, 0
+        self.start = time.monotonic()
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.shown = False
+
+    def add(self, count: int) -> None:
+        """Count ``count`` more items done."""
+        self.done += count
+        if self.enabled and time.monotonic() - self.start >= 1.0:
+            self.shown = True
+            print(f"\r{self.label} {self.done} of {self.total} files", end="", file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        """Clear the line if one was shown."""
+        if self.shown:
+            print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
+
+
+@dataclass
+class EpisodeView:
+    """What one episode records at one revision (current and legacy layouts alike)."""
+
+    episode_id: str
+    period_id: str
+    sequence: int
+    allocation_key: str | None = None
+    allocated_at: str | None = None
+    legacy: bool = False
+    steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    costs: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    history: dict[str, Any] | None = None
+    migration: dict[str, Any] | None = None
+    legacy_completed_at: str | None = None
+    blobs: dict[str, str] = field(default_factory=dict)  # every file of the episode -> Git blob ID
+
+    @property
+    def completed_at(self) -> str | None:
+        """When the episode was completed, or None."""
+        if self.history is not None and self.history.get("completed_at") is not None:
+            return str(self.history["completed_at"])
+        return self.legacy_completed_at
+
+    @property
+    def status(self) -> str:
+        """Derived from the records: see ``status.episode_status``."""
+        return episode_status(self.steps, self.decisions, self.completed_at is not None)
+
+
+@dataclass
+class StateView:
+    """Every episode of one revision."""
+
+    rev: str
+    commit: str
+    episodes: dict[str, EpisodeView] = field(default_factory=dict)
+    unreadable: list[str] = field(default_factory=list)
+    # Budgets and reservations (a later feature) go here: name -> definition and use.
+    budgets: dict[str, Any] = field(default_factory=dict)
+
+
+def _period_and_sequence(name: str) -> tuple[str, int, bool] | None:
+    try:
+        period, sequence = parse_episode_id(name)
+        return period.id, sequence, False
+    except UsageError:
+        pass
+    try:
+        return parse_period(name).id, 0, True
+    except UsageError:
+        return None
+
+
+def _mapping(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _list_of_dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _fill(view: EpisodeView, name: str, data: Any) -> None:
+    if name == "episode.yaml":
+        if not isinstance(data, dict):
+            raise StateInvalid("expected a mapping of episode fields")
+        if "episode_id" in data:
+            view.legacy = False
+            view.allocation_key = str(data.get("allocation_key"))
+            view.allocated_at = str(data.get("allocated_at"))
+            view.migration = data.get("migration") if isinstance(data.get("migration"), dict) else None
+        # legacy fields, kept byte for byte by a migration
+        view.costs += [dict(c, legacy=True) for c in _list_of_dicts(data.get("costs"))]
+        if isinstance(data.get("approval"), dict):
+            view.decisions.insert(0, data["approval"])
+        if data.get("completed_at") is not None:
+            view.legacy_completed_at = str(data["completed_at"])
+        arts = data.get("artifacts")
+        if isinstance(arts, dict):
+            view.artifacts.update({str(k): str(v).removeprefix("sha256:") for k, v in arts.items()})
+    elif name == "submissions.yaml":
+        steps = _mapping(data, "steps")
+        if isinstance(steps, dict):
+            view.steps = {str(k): _list_of_dicts(v) for k, v in steps.items()}
+    elif name == "costs.yaml":
+        view.costs = [c for c in view.costs if c.get("legacy")] + _list_of_dicts(_mapping(data, "entries"))
+    elif name == "approval.yaml":
+        view.decisions += _list_of_dicts(_mapping(data, "decisions"))
+    elif name == "artifacts.yaml":
+        arts = _mapping(data, "artifacts")
+        if isinstance(arts, dict):
+            view.artifacts.update({str(k): str(_mapping(v, "sha256")) for k, v in arts.items()})
+
+
+def read_state(path: Path, rev: str, *, progress: bool | None = None) -> StateView:
+    """Every episode at ``rev``, from Git objects. This is a read-only operation."""
+    snap = Revision(locate(path), rev)
+    try:
+        view = StateView(rev, snap.commit)
+        files = snap.files()
+        wanted: list[tuple[str, str, str]] = []  # path, episode name, file name
+        for p, entry in sorted(files.items()):
+            parts = p.split("/")
+            if parts[0] == "state" and len(parts) >= 3:
+                name, leaf = parts[1], "/".join(parts[2:])
+            elif parts[0] == "history" and len(parts) == 2 and p.endswith(".yaml"):
+                name, leaf = parts[1][:-5], "history"
+            else:
+                continue
+            found = _period_and_sequence(name)
+            if found is None:
+                continue
+            if name not in view.episodes:
+                view.episodes[name] = EpisodeView(name, found[0], found[1], legacy=found[2])
+            assert entry.blob is not None
+            view.episodes[name].blobs[p] = entry.blob
+            if leaf == "history" or leaf in RECORD_FILES:
+                wanted.append((p, name, leaf))
+        # episode.yaml first: the legacy fields it carries come before the record files
+        wanted.sort(key=lambda w: (w[1], w[2] != "episode.yaml", w[2]))
+        ticker = Ticker(f"reading {rev}:", len(wanted), progress)
+        try:
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start : start + _CHUNK]
+                snap.prefetch([p for p, _n, _l in chunk])
+                for p, name, leaf in chunk:
+                    try:
+                        data = loads(snap.read(p), p)
+                        if leaf == "history":
+                            if not isinstance(data, dict):
+                                raise StateInvalid("expected a mapping")
+                            view.episodes[name].history = data
+                        else:
+                            _fill(view.episodes[name], leaf, data)
+                    except StateInvalid as exc:
+                        view.unreadable.append(f"{p}: {str(exc).removeprefix(p + ': ')}")
+                ticker.add(len(chunk))
+        finally:
+            ticker.finish()
+        return view
+    finally:
+        snap.close()

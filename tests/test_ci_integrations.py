@@ -1,0 +1,211 @@
+"""The CI integrations: verify --format github, the composite action run without GitHub,
+the pre-commit hook, and the example workflow."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobstate.main import main
+from jobstate.yamlio import loads
+
+from .conftest import git
+from .review_history import build_pipeline_history
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def _built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    top = tmp_path_factory.mktemp("built")
+    gitconfig = top / "gitconfig"
+    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        return build_pipeline_history(top / "pipeline")
+
+
+@pytest.fixture
+def history(_built: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(_built, tmp_path / "pipeline", symlinks=True))
+
+
+def _line_of(path: Path, needle: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+def test_verify_github_annotations_point_at_the_yaml_line(history: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = history / "state/2026-W34-0/approval.yaml"
+    broken.write_text("schema: 1\ndecisions:\n- {status: approved, by: ed\n")
+    git(history, "add", "-A")
+    git(history, "commit", "-qm", "broken approval")
+    code = main(["verify", "--repo", str(history), "--rev", "HEAD", "--format", "github"])
+    out, err = capsys.readouterr()
+    assert code == 1, err
+    lines = out.splitlines()
+    subs = history / "state/2026-W33-1/submissions.yaml"
+    at = f"file=state/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}"
+    unknown = f"::warning {at},title=jobstate verify::"
+    assert any(line.startswith(unknown + "step 'generate' is unknown") for line in lines), out
+    parse = [line for line in lines if line.startswith("::error file=state/2026-W34-0/approval.yaml,line=")]
+    assert len(parse) == 1, out
+    assert parse[0].startswith("::error file=state/2026-W34-0/approval.yaml,line=4,title=jobstate verify::invalid YAML")
+    assert lines[-1].startswith("::error title=jobstate verify::verify: 5 episodes")
+    code = main(["verify", "--repo", str(history), "--rev", "HEAD", "--format", "github", "--strict"])
+    out, _err = capsys.readouterr()
+    assert code == 1
+    assert f"::error file=state/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}," in out
+
+
+def test_github_annotations_escape_newlines_and_commas() -> None:
+    from jobstate.annotations import _escape_data, _escape_property
+
+    assert _escape_data("a\nb%c") == "a%0Ab%25c"
+    assert _escape_property("state/a,b:c.yaml") == "state/a%2Cb%3Ac.yaml"
+
+
+# --- the composite action, run step by step with bash, as the runner would ---------------
+
+_EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+def _value(expr: str, ctx: dict[str, Any]) -> str:
+    """The few expression forms action.yml uses: a || b, x == 'lit', inputs.x, github.a.b."""
+    if "||" in expr:
+        return next((v for v in (_value(p.strip(), ctx) for p in expr.split("||")) if v), "")
+    if "==" in expr:
+        left, right = (p.strip() for p in expr.split("=="))
+        return "true" if _value(left, ctx) == right.strip("'") else ""
+    node: Any = ctx
+    for part in expr.split("."):
+        if not re.fullmatch(r"[a-z][a-z_-]*", part):
+            raise AssertionError(f"action.yml uses an expression this test cannot evaluate: {expr}")
+        node = node.get(part, "") if isinstance(node, dict) else ""
+    return str(node)
+
+
+def _run_action(repo: Path, action_path: Path, inputs: dict[str, str], base: str, extra_path: Path) -> tuple[int, str]:
+    action = loads((action_path / "action.yml").read_bytes(), "action.yml")
+    assert action["runs"]["using"] == "composite"
+    given = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
+    given.update(inputs)
+    ctx = {"inputs": given, "github": {"event": {"pull_request": {"base": {"sha": base}}}}}
+    summary = repo.parent / "summary.md"
+    summary.write_text("")
+    env = {
+        "PATH": f"{extra_path}:/usr/bin:/bin",
+        "HOME": str(repo.parent),
+        "GITHUB_ACTION_PATH": str(action_path),
+        "GITHUB_WORKSPACE": str(repo),
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+    output = []
+    for step in action["runs"]["steps"]:
+        if "if" in step and _value(step["if"], ctx) != "true":
+            continue
+        assert step["shell"] == "bash"
+        step_env = {k: _EXPR.sub(lambda m: _value(m[1], ctx), str(v)) for k, v in step.get("env", {}).items()}
+        assert "${{" not in step["run"], "inputs reach scripts through env:, never by substitution"
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+            cwd=repo,
+            env={**env, **step_env},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        output.append(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            return proc.returncode, "".join(output)
+    return 0, "".join(output)
+
+
+@pytest.fixture(scope="module")
+def action_checkout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The action as a user's workflow gets it: a checkout of this repository (only what it needs)."""
+    top = tmp_path_factory.mktemp("action") / "jobstate"
+    top.mkdir()
+    for name in ("action.yml", "pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, top / name)
+    for package in ("jobstate", "jobstate_demo"):
+        shutil.copytree(ROOT / package, top / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return top
+
+
+def test_action_installs_jobstate_summarises_the_diff_and_verifies(
+    history: Path, action_checkout: Path, tmp_path: Path
+) -> None:
+    venv = tmp_path / "runner-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    base = git(history, "rev-parse", "week-start").strip()
+    inputs = {"python": str(venv / "bin" / "python"), "strict": "false"}
+    code, out = _run_action(history, action_checkout, inputs, base, venv / "bin")
+    assert code == 0, out
+    summary = (history.parent / "summary.md").read_text()
+    assert summary.startswith(f"## jobstate diff {base}..HEAD\n")
+    assert "| 2026-W33-0 | rejected | editor | intro too long |" in summary
+    assert "::warning file=state/2026-W33-1/submissions.yaml,line=" in out
+    assert "::notice title=jobstate verify::verify: 5 episodes" in out
+    # strict (the default): the unknown step fails the job, and the summary is still written first
+    code, out = _run_action(history, action_checkout, {"install": "false"}, base, venv / "bin")
+    assert code == 1, out
+    assert "::error file=state/2026-W33-1/submissions.yaml" in out
+    assert (history.parent / "summary.md").read_text() == summary
+
+
+def test_action_without_a_base_skips_the_summary_and_still_verifies(history: Path, action_checkout: Path) -> None:
+    bin_dir = Path(sys.executable).parent
+    code, out = _run_action(history, action_checkout, {"install": "false", "strict": "false"}, "", bin_dir)
+    assert code == 0, out
+    assert "no base revision to diff against" in out
+    assert (history.parent / "summary.md").read_text() == ""
+
+
+# --- the pre-commit hook and the example workflow ------------------------------------------
+
+
+def test_pre_commit_hook_checks_staged_state_and_history_changes(history: Path) -> None:
+    hooks = loads((ROOT / ".pre-commit-hooks.yaml").read_bytes(), ".pre-commit-hooks.yaml")
+    hook = next(h for h in hooks if h["id"] == "jobstate-verify")
+    files = re.compile(hook["files"])
+    assert files.search("state/2026-W33-0/costs.yaml")
+    assert files.search("history/2026-W33-0.yaml")
+    assert not files.search("README.md")
+    assert not files.search("docs/state/x.yaml")
+    argv = shlex.split(hook["entry"])
+    assert argv[0] == "jobstate"
+    (history / "history/2026-W33-1.yaml").write_text("schema: 1\nepisode_id: 2026-W33-1\ncompleted_at: x\n")
+    git(history, "add", "-A")
+    bin_dir = Path(sys.executable).parent
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(history.parent)}
+    staged_ok = subprocess.run(argv, cwd=history, env=env, capture_output=True, text=True, check=False)
+    assert staged_ok.returncode == 1, staged_ok.stdout  # completed while a step is unknown
+    assert "history/2026-W33-1.yaml: error: episode completed while step generate is unknown" in staged_ok.stdout
+    assert "uncommitted" not in staged_ok.stdout
+    git(history, "reset", "-q", "--hard")
+    path = history / "state/2026-W34-0/approval.yaml"
+    path.write_text("schema: 1\ndecisions: []\n")
+    git(history, "add", "-A")
+    clean = subprocess.run(argv, cwd=history, env=env, capture_output=True, text=True, check=False)
+    assert clean.returncode == 0, clean.stdout
+    without = subprocess.run(argv[:-1], cwd=history, env=env, capture_output=True, text=True, check=False)
+    assert without.returncode == 1, "without --uncommitted-ok the staged change itself would fail the hook"
+
+
+def test_example_workflow_uses_the_action_and_no_placeholder() -> None:
+    text = (ROOT / ".github/workflows/verify.yml").read_text()
+    assert "OWNER" not in text
+    workflow = loads(text, "verify.yml")
+    uses = [s["uses"] for s in workflow["jobs"]["verify"]["steps"] if "uses" in s]
+    assert "./" in uses
+    assert (ROOT / "action.yml").is_file()
+    action = (ROOT / "action.yml").read_text()
+    assert 'pip install --quiet "$GITHUB_ACTION_PATH"' in action

@@ -1,0 +1,105 @@
+"""SIGKILL torture of ``jobstate run`` against the vendor simulator: after every kill only jobstate
+commands are used to go on, as an honest operator would, and at the end nothing is lost or paid twice."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from jobstate.episode_files import cost_entries, submissions
+from jobstate.store import Store
+from jobstate_demo.vendor_sim import VendorSimulator
+
+from .conftest import git, run_cli, status, vendor_step
+
+KILLS = int(os.environ.get("JOBSTATE_TEST_PAID_KILLS", "200"))
+
+
+def _open_key(repo: Path, eid: str) -> str:
+    with Store(repo) as store:
+        return str(submissions(store, eid)["generate"][-1]["idempotency_key"])
+
+
+def _resolve_honestly(repo: Path, eid: str, vendor: VendorSimulator) -> None:
+    """What the vendor's own record says for the open attempt's idempotency key, recorded with resolve."""
+    key = _open_key(repo, eid)
+    tasks = [c["task_id"] for c in vendor.charges() if c["idempotency_key"] == key]
+    how = ["--accepted", tasks[0]] if tasks else ["--not-submitted"]
+    args = ["resolve", "--episode", eid, "--step", "generate", *how, "--by", "ops", "--reason", "vendor ledger"]
+    proc = run_cli(*args, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _run_once(repo: Path, eid: str, cmd: list[str], kill_after: float | None, group: bool) -> int | None:
+    """One ``jobstate run``; with ``kill_after``, SIGKILL it (or its whole process group) then."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "jobstate", "run", "--episode", eid, "--step", "generate", "--", *cmd],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    ) as proc:
+        try:
+            _out, err = proc.communicate(timeout=kill_after)
+        except subprocess.TimeoutExpired:
+            if group:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.send_signal(signal.SIGKILL)
+            proc.communicate()
+            return None
+    code = proc.returncode
+    assert code in (0, 3, 6, 75), err.decode()  # done, busy, unknown, or the vendor's own "unknown" exit
+    return code
+
+
+@pytest.mark.slow
+def test_sigkills_of_jobstate_run_lose_nothing_and_charge_nothing_twice(repo: Path) -> None:
+    rng = random.Random(20261203)
+    kills = episode_no = 0
+    with VendorSimulator(price="1.25", task_seconds=0.05) as vendor:
+        cmd = vendor_step(vendor.url)
+        eid = run_cli("allocate", "--key", "torture:0", "--week", "2026-W32", cwd=repo).stdout.strip()
+        while kills < KILLS:
+            code = _run_once(repo, eid, cmd, rng.uniform(0.05, 0.9), group=kills % 2 == 1)
+            if code is None:
+                kills += 1
+                continue
+            if code == 6:
+                _resolve_honestly(repo, eid, vendor)
+            elif code == 3:
+                time.sleep(0.05)
+            elif code == 0:
+                episode_no += 1
+                eid = run_cli("allocate", "--key", f"torture:{episode_no}", "--week", "2026-W32", cwd=repo).stdout
+                eid = eid.strip()
+        # finish the last episode without kills
+        for _ in range(5):
+            code = _run_once(repo, eid, cmd, None, group=False)
+            if code == 0:
+                break
+            if code == 6:
+                _resolve_honestly(repo, eid, vendor)
+        assert code == 0
+        charges = vendor.charges()
+    assert status(repo) == ""
+    git(repo, "fsck", "--no-progress")
+    proc = run_cli("verify", "--strict", cwd=repo)
+    assert proc.returncode == 0, proc.stdout
+    ledger: Counter[tuple[str, str]] = Counter()
+    with Store(repo) as store:
+        for episode in store.episodes("2026-W32"):
+            for entry in cost_entries(store, episode.episode_id):
+                ledger[(str(entry["remote_ref"]), str(entry["amount"]))] += 1
+    theirs = Counter((c["task_id"], c["amount"]) for c in charges)
+    assert max(theirs.values()) == 1  # the vendor charged no idempotency key twice
+    assert ledger == theirs  # every charge in the ledger, once
+    assert episode_no > 5  # the loop made progress, not only kills
