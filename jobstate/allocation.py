@@ -8,13 +8,14 @@ us. Everything else happens under the lock, from the first read to the commit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from jobstate.errors import AllocationConflict, StateInvalid, UsageError
 from jobstate.gitrepo import blob_sha
 from jobstate.periods import Period, format_episode_id, next_sequence
-from jobstate.records import Episode, validate_key
+from jobstate.records import EPISODE_FIELDS, Episode, validate_key
 
 if TYPE_CHECKING:
     from jobstate.catalog import Catalog, Row
@@ -44,11 +45,21 @@ class Allocation:
         }
 
 
-def allocate(store: Store, key: str, period: Period) -> Allocation:
+def allocate(
+    store: Store,
+    key: str,
+    period: Period,
+    *,
+    extra: Mapping[str, Any] | None = None,
+    keep_period: bool = False,
+) -> Allocation:
     """Return the episode for ``key`` in ``period``, allocating ``max + 1`` if the key is new.
 
     Raises AllocationConflict when the key belongs to another period or to
-    several episodes: jobstate never guesses which one to reuse.
+    several episodes: jobstate never guesses which one to reuse. With
+    ``keep_period`` (``period`` is only a guess, e.g. today's), a key that
+    already belongs to one episode of another period returns that episode:
+    the key stays where it is. ``extra`` fields go into a new episode.yaml.
     """
     validate_key(key)
     if period.kind != store.config.period:
@@ -57,13 +68,16 @@ def allocate(store: Store, key: str, period: Period) -> Allocation:
             "(setting period in jobstate.yaml)"
         )
     store.require_initialized()
-    found = _committed_answer(store, key, period)
+    found = _committed_answer(store, key, period, keep_period)
     if found is not None:
         return found
-    return store.transact(lambda cat: _decide(store, cat, key, period))
+    fields = dict(extra or {})
+    if clash := sorted(set(fields) & set(EPISODE_FIELDS)):
+        raise UsageError(f"extra episode field {clash[0]!r} would replace one of jobstate's own fields")
+    return store.transact(lambda cat: _decide(store, cat, key, period, extra=fields, keep_period=keep_period))
 
 
-def _committed_answer(store: Store, key: str, period: Period) -> Allocation | None:
+def _committed_answer(store: Store, key: str, period: Period, keep_period: bool = False) -> Allocation | None:
     """The lock-free retry path: a committed, unchanged episode with this key, or None."""
     cat = store.read_catalog()
     if cat is None:
@@ -71,7 +85,7 @@ def _committed_answer(store: Store, key: str, period: Period) -> Allocation | No
     if store.remote is not None and not store.matches_remote_tip():
         return None  # the remote moved (or went backwards): decide under the lock, after fetching
     rows = cat.by_key(key)
-    if len({r.episode_id for r in rows}) != 1 or rows[0].period_id != period.id:
+    if len({r.episode_id for r in rows}) != 1 or (rows[0].period_id != period.id and not keep_period):
         return None  # unknown, conflicting or ambiguous: decided (and reported) under the lock
     for row in rows:
         try:
@@ -87,7 +101,9 @@ def _conflict_text(episodes: dict[str, str]) -> str:
     return ", ".join(f"{eid} (period {pid})" for eid, pid in sorted(episodes.items()))
 
 
-def _decide(store: Store, cat: Catalog, key: str, period: Period) -> Change[Allocation]:
+def _decide(
+    store: Store, cat: Catalog, key: str, period: Period, *, extra: dict[str, Any], keep_period: bool
+) -> Change[Allocation]:
     """Under the lock, on the freshest state: the existing episode for ``key``, or a new one."""
     from jobstate.commits import Change  # noqa: PLC0415
 
@@ -108,7 +124,7 @@ def _decide(store: Store, cat: Catalog, key: str, period: Period) -> Change[Allo
     note = _recover_message(orphans)
     if matches:
         ((episode_id, period_id),) = matches.items()
-        if period_id != period.id:
+        if period_id != period.id and not keep_period:
             raise AllocationConflict(
                 f"allocation key {key!r} already belongs to episode {episode_id} in period {period_id}, "
                 f"not to period {period.id}; a key cannot move between periods: use a new key for {period.id}"
@@ -129,6 +145,7 @@ def _decide(store: Store, cat: Catalog, key: str, period: Period) -> Change[Allo
         sequence=sequence,
         allocation_key=key,
         allocated_at=_now_text(store),
+        extra=extra,
     )
     if store.path(episode.directory).exists():
         # never write over an episode the catalog does not know: the state needs a look first

@@ -9,13 +9,15 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from jobstate.errors import USAGE, JobstateError, UsageError
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from jobstate.periods import Period
     from jobstate.store import Store
 
@@ -36,7 +38,8 @@ def _store(args: argparse.Namespace) -> Store:
     remote = getattr(args, "remote", None)
     if remote is not None and not remote.strip():
         raise UsageError("--remote needs the name of a git remote, e.g. --remote origin")
-    return open_store(args.repo, lock_timeout=args.lock_timeout, remote=remote)
+    clock: dict[str, Any] = {"now": args.now} if getattr(args, "now", None) is not None else {}
+    return open_store(args.repo, lock_timeout=args.lock_timeout, remote=remote, **clock)
 
 
 def _period(args: argparse.Namespace, kind: str, tz: str) -> Period:
@@ -68,6 +71,23 @@ def _period(args: argparse.Namespace, kind: str, tz: str) -> Period:
 def cmd_allocate(args: argparse.Namespace) -> int:
     from jobstate.allocation import allocate  # noqa: PLC0415
 
+    if args.from_ is not None:
+        return _allocate_from(args)
+    if args.key is None:
+        raise UsageError(
+            "jobstate allocate: the following arguments are required: --key (or --from SCHEDULER) "
+            "(see jobstate allocate --help)"
+        )
+    if (args.date, args.week, args.period, args.at) == (None, None, None, None):
+        raise UsageError(
+            "jobstate allocate: one of the arguments --date --week --period --at is required "
+            "(see jobstate allocate --help)"
+        )
+    from jobstate.schedulers import unstable_key_warning  # noqa: PLC0415
+
+    warning = unstable_key_warning(args.key, os.environ, _now(args))
+    if warning:
+        print(f"jobstate: warning: {warning}", file=sys.stderr)
     with _store(args) as store:
         period = _period(args, store.config.period, store.config.timezone)
         result = allocate(store, args.key, period)
@@ -77,6 +97,85 @@ def cmd_allocate(args: argparse.Namespace) -> int:
         _print_json(result.to_json())
     else:
         print(result.episode_id)
+    return 0
+
+
+def _now(args: argparse.Namespace) -> datetime:
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    now: Callable[[], datetime] | None = getattr(args, "now", None)
+    return now() if now is not None else datetime.now(UTC)
+
+
+def _request(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
+    """The ``--from`` options and the Downward API files they name."""
+    from jobstate.scheduled import Request  # noqa: PLC0415
+
+    files: dict[str, str] = {}
+    if args.podinfo is not None:
+        folder = Path(args.podinfo)
+        if not folder.is_dir():
+            raise UsageError(f"--podinfo {folder}: no such directory (mount the Downward API volume there)")
+        for name in ("labels", "namespace"):
+            if (folder / name).is_file():
+                files[name] = (folder / name).read_text(encoding="utf-8", errors="replace")
+    request = Request(
+        scheduler=args.from_,
+        job_name=args.job_name,
+        schedule=args.schedule,
+        tz=args.tz,
+        at=args.at,
+        date=args.date,
+        week=args.week,
+        period=args.period,
+        manual=args.manual,
+    )
+    return request, files
+
+
+def _allocate_from(args: argparse.Namespace) -> int:
+    from jobstate.scheduled import allocate_from  # noqa: PLC0415
+
+    if args.key is not None:
+        raise UsageError("give --key or --from SCHEDULER, not both: --from builds the key")
+    request, files = _request(args)
+    with _store(args) as store:
+        result, found = allocate_from(store, request, dict(os.environ), files, _now(args))
+    if found.late_across_periods:
+        why = f"scheduled for {found.to_json()['intended_at']}" if found.period_source == "intended" else "an option"
+        print(
+            f"jobstate: this run started {found.to_json()['started_at']} in period {found.started_period.id}; "
+            f"it counts in {found.period.id} ({why})",
+            file=sys.stderr,
+        )
+    if result.period_id != found.period.id:
+        print(
+            f"jobstate: key {found.key!r} already has episode {result.episode_id} in period {result.period_id}; "
+            f"this run started in {found.period.id}, the episode stays in {result.period_id}",
+            file=sys.stderr,
+        )
+    if args.json:
+        _print_json({**result.to_json(), "scheduler": found.to_json()})
+    else:
+        print(result.episode_id)
+    return 0
+
+
+def cmd_key(args: argparse.Namespace) -> int:
+    from jobstate.scheduled import key_for  # noqa: PLC0415
+
+    path = Path(args.repo or os.environ.get("JOBSTATE_REPO") or ".")
+    if not path.exists():
+        raise UsageError(f"repository path {path} does not exist")
+    request, files = _request(args)
+    found = key_for(path, request, dict(os.environ), files, _now(args))
+    if args.json:
+        _print_json(found.to_json())
+    else:
+        source = {"intended": "the intended time", "option": "an option", "start": "the start time"}
+        print(f"key: {found.key}")
+        print(f"intended: {found.to_json()['intended_at'] or 'none'}")
+        print(f"period: {found.period.id} (from {source[found.period_source]})")
     return 0
 
 
@@ -295,6 +394,24 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scheduler_options(p: argparse.ArgumentParser, required: bool = False) -> None:
+    from jobstate.schedulers import SCHEDULERS  # noqa: PLC0415
+
+    p.add_argument(
+        "--from",
+        dest="from_",
+        metavar="SCHEDULER",
+        choices=SCHEDULERS,
+        required=required,
+        help=f"build the key from this scheduler's identity for the run: {', '.join(SCHEDULERS)}",
+    )
+    p.add_argument("--job-name", help="cron, systemd: the job's name; kubernetes: the Job's name (default: $JOB_NAME)")
+    p.add_argument("--schedule", metavar="CRON_EXPR", help="cron, systemd: the job's schedule, e.g. '0 6 * * 1'")
+    p.add_argument("--tz", help="the schedule's timezone (default: timezone in jobstate.yaml, else UTC)")
+    p.add_argument("--podinfo", metavar="DIR", help="kubernetes: the Downward API volume (files labels, namespace)")
+    p.add_argument("--manual", action="store_true", help="cron, systemd: this run was started by hand")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the commands)."""
     common = _Parser(add_help=False)
@@ -311,14 +428,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_init)
 
     p = sub.add_parser("allocate", parents=[common], help="the episode ID for an allocation key")
-    p.add_argument("--key", required=True, help="the scheduler's stable identity for this run")
-    when = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--key", help="the scheduler's stable identity for this run (or --from SCHEDULER)")
+    when = p.add_mutually_exclusive_group()
     when.add_argument("--date", help="calendar date YYYY-MM-DD of the run")
     when.add_argument("--week", help="ISO week YYYY-Www")
     when.add_argument("--period", help="a period ID: YYYY-Www, YYYY-MM-DD or YYYY-MM")
     when.add_argument("--at", help="scheduled time, ISO 8601; mapped to a period in the configured timezone")
+    _scheduler_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_allocate)
+
+    p = sub.add_parser("key", parents=[common], help="the key, intended time and period --from a scheduler (read-only)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--date", help="count the run in the period of this date YYYY-MM-DD")
+    when.add_argument("--week", help="count the run in this ISO week YYYY-Www")
+    when.add_argument("--period", help="count the run in this period ID")
+    when.add_argument("--at", help="the intended time, ISO 8601 (cron, systemd: the time whose slot counts)")
+    _scheduler_options(p, required=True)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_key)
 
     p = sub.add_parser("show", parents=[common], help="one episode (read-only)")
     p.add_argument("episode_id")
@@ -376,10 +504,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: returns the exit code."""
+def main(argv: Sequence[str] | None = None, *, now: Callable[[], datetime] | None = None) -> int:
+    """Entry point: returns the exit code. ``now`` replaces the clock (tests, replays)."""
     try:
         args = build_parser().parse_args(argv)
+        args.now = now
         code: int = args.func(args)
     except JobstateError as exc:
         label = "" if exc.exit_code == 0 or isinstance(exc, CommandFailed) else "error: "

@@ -1,0 +1,128 @@
+"""Allocation from a scheduler's identity: ``jobstate key --from`` and ``jobstate allocate --from``.
+
+The derivation itself is pure (jobstate.schedulers); this module adds the
+repository's settings (period kind, timezone), the period options and the
+allocation with the ``scheduler:`` record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from jobstate.config import CONFIG_FILE, Config, config_from_yaml_dict
+from jobstate.cron import zone
+from jobstate.errors import UsageError
+from jobstate.periods import Period, parse_date, parse_period, period_of
+from jobstate.schedulers import Derivation, derive
+
+if TYPE_CHECKING:
+    from jobstate.allocation import Allocation
+    from jobstate.store import Store
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the caller says beyond the environment: options of ``--from``."""
+
+    scheduler: str
+    job_name: str | None = None
+    schedule: str | None = None
+    tz: str | None = None  # the schedule's timezone; default: the repository's
+    at: str | None = None
+    date: str | None = None
+    week: str | None = None
+    period: str | None = None
+    manual: bool = False
+
+
+def _moment(text: str, tz: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"invalid time {text!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
+    return moment.replace(tzinfo=zone(tz)) if moment.tzinfo is None else moment
+
+
+def _override(request: Request, kind: str) -> Period | None:
+    if request.week is not None:
+        return parse_period(request.week, "iso-week")
+    if request.period is not None:
+        return parse_period(request.period)
+    if request.date is not None:
+        return period_of(parse_date(request.date), kind)
+    return None
+
+
+def derive_with(
+    config: Config, request: Request, env: Mapping[str, str], files: Mapping[str, str], now: datetime
+) -> Derivation:
+    """The derivation for ``request`` under a repository's settings. Pure."""
+    if sum(x is not None for x in (request.at, request.date, request.week, request.period)) > 1:
+        raise UsageError("give at most one of --at, --date, --week, --period")
+    tz = config.timezone
+    return derive(
+        request.scheduler,
+        env,
+        now=now,
+        job_name=request.job_name,
+        schedule=request.schedule,
+        tz=tz,
+        schedule_tz=request.tz or tz,
+        kind=config.period,
+        at=_moment(request.at, request.tz or tz) if request.at is not None else None,
+        period=_override(request, config.period),
+        files=files,
+        manual=request.manual,
+    )
+
+
+def settings_at(path: Path) -> Config | None:
+    """The settings of the Git repository containing ``path``; None when there is none.
+
+    This is a read-only operation.
+    """
+    start = path.resolve()
+    for candidate in (start, *start.parents):
+        if (candidate / ".git").exists():
+            config_path = candidate / CONFIG_FILE
+            if not config_path.is_file():
+                return Config()
+            from jobstate.yamlio import load_file  # noqa: PLC0415
+
+            return config_from_yaml_dict(load_file(config_path, CONFIG_FILE), CONFIG_FILE)
+    return None
+
+
+def key_for(
+    path: Path, request: Request, env: Mapping[str, str], files: Mapping[str, str], now: datetime
+) -> Derivation:
+    """``jobstate key --from``: the key, intended time and period, under the settings found at ``path``.
+
+    This is a read-only operation.
+    """
+    config = settings_at(path)
+    if config is None:
+        # no repository to say where periods turn: the schedule's timezone does
+        config = Config(timezone=request.tz or "UTC")
+    return derive_with(config, request, env, files, now)
+
+
+def allocate_from(
+    store: Store, request: Request, env: Mapping[str, str], files: Mapping[str, str], now: datetime
+) -> tuple[Allocation, Derivation]:
+    """``jobstate allocate --from``: the episode for this scheduler run, with a ``scheduler:`` record.
+
+    Without a time from the scheduler or an option, the period is the start's, and a key
+    that already has an episode (a re-run days later) keeps that episode's period.
+    """
+    from jobstate.allocation import allocate  # noqa: PLC0415
+
+    found = derive_with(store.config, request, env, files, now)
+    result = allocate(
+        store, found.key, found.period, extra={"scheduler": found.record()}, keep_period=found.keep_period
+    )
+    return result, found
