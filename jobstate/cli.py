@@ -141,8 +141,10 @@ def _allocate_from(args: argparse.Namespace) -> int:
     request, files = _request(args)
     with _store(args) as store:
         result, found = allocate_from(store, request, dict(os.environ), files, _now(args))
-    if found.late_across_periods:
-        why = f"scheduled for {found.to_json()['intended_at']}" if found.period_source == "intended" else "an option"
+    if found.late_across_periods and result.period_id == found.period.id:
+        why = (
+            "set by an option" if found.period_source == "option" else f"scheduled for {found.to_json()['intended_at']}"
+        )
         print(
             f"jobstate: this run started {found.to_json()['started_at']} in period {found.started_period.id}; "
             f"it counts in {found.period.id} ({why})",
@@ -172,7 +174,12 @@ def cmd_key(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(found.to_json())
     else:
-        source = {"intended": "the intended time", "option": "an option", "start": "the start time"}
+        source = {
+            "intended": "the intended time",
+            "schedule": "the latest tick of --schedule",
+            "option": "an option",
+            "start": "the start time",
+        }
         print(f"key: {found.key}")
         print(f"intended: {found.to_json()['intended_at'] or 'none'}")
         print(f"period: {found.period.id} (from {source[found.period_source]})")

@@ -42,19 +42,21 @@ class Derivation:
     intended: datetime | None
     started: datetime
     period: Period
-    period_source: str  # "intended" (the scheduler's time), "option" (--at/--date/...), "start" (no time given)
+    # "intended" (the scheduler's time), "option" (--at/--date/...), "schedule" (GitHub's cron: a guess),
+    # "start" (no time given)
+    period_source: str
     started_period: Period
     details: dict[str, str] = field(default_factory=dict)
 
     @property
     def late_across_periods(self) -> bool:
         """The run started in another period than the one it counts in."""
-        return self.period_source != "start" and self.started_period != self.period
+        return self.period_source in ("intended", "schedule", "option") and self.started_period != self.period
 
     @property
     def keep_period(self) -> bool:
-        """No time was given: the period is today's guess, and an existing episode of the key wins."""
-        return self.period_source == "start"
+        """The period is a guess (no time was given): an existing episode of the key keeps its own."""
+        return self.period_source in ("start", "schedule")
 
     def record(self) -> dict[str, Any]:
         """The ``scheduler:`` mapping of episode.yaml."""
@@ -145,8 +147,13 @@ def _github(i: _Inputs) -> _Identity:
     details = {"repository": repo, "event": event}
     if workflow := _get(i.env, "GITHUB_WORKFLOW"):
         details["workflow"] = workflow
-    # GitHub hands over no scheduled time: a tick may be hours late, so only --at can say it
-    return _Identity(key, run_id, attempt, event == "workflow_dispatch", None, details)
+    intended = None
+    if i.schedule is not None and event == "schedule":
+        # GitHub hands over no scheduled time and a tick may be hours late: the latest fire
+        # time of the workflow's own cron (always UTC) is a guess, which an existing key overrides
+        intended = latest_fire(i.schedule, "UTC", i.at or i.now)
+        details["schedule"] = i.schedule
+    return _Identity(key, run_id, attempt, event == "workflow_dispatch", intended, details)
 
 
 def _labels(text: str) -> dict[str, str]:
@@ -221,18 +228,13 @@ def _dagster(i: _Inputs) -> _Identity:
             "context.job_name and context.run.root_run_id or context.run_id (see the README's Dagster recipe)"
         )
     schedule = _get(i.env, "DAGSTER_SCHEDULE_NAME")
-    run_key, partition = _get(i.env, "DAGSTER_RUN_KEY"), _get(i.env, "DAGSTER_PARTITION_KEY")
     details = {"job": job, "root_run_id": root}
-    if schedule is None:
-        key = f"dagster:{job}:manual:{root}"  # a launchpad run or a backfill never takes a tick's key
-    elif run_key is not None:
-        key, details["run_key"] = f"dagster:{job}:run-key:{run_key}", run_key
-    elif partition is not None:
-        key, details["partition"] = f"dagster:{job}:partition:{partition}", partition
-    else:
-        key = f"dagster:{job}:run:{root}"
-    if schedule:
-        details["schedule"] = schedule
+    for var, name in (("DAGSTER_RUN_KEY", "run_key"), ("DAGSTER_PARTITION_KEY", "partition"), (None, "schedule")):
+        value = schedule if var is None else _get(i.env, var)
+        if value:
+            details[name] = value
+    # the root run ID survives every re-execution; tags such as the run key need not
+    key = f"dagster:{job}:{root}"
     when = _get(i.env, "DAGSTER_SCHEDULED_EXECUTION_TIME")
     intended = _time(when, "DAGSTER_SCHEDULED_EXECUTION_TIME") if when else None
     return _Identity(key, root, run, schedule is None, intended, details)
@@ -283,10 +285,9 @@ def _cron(i: _Inputs) -> _Identity:
 
 
 def _systemd(i: _Inputs) -> _Identity:
-    trigger = _get(i.env, "TRIGGER_UNIT")
-    name = i.job_name or (trigger.removesuffix(".timer") if trigger else None)
-    # TRIGGER_TIMER_REALTIME_USEC is recorded, never used: it can carry an older elapse
-    found = _slot(i, "systemd", name, manual=i.manual or trigger is None)
+    # TRIGGER_* are recorded, never used: a restart need not carry them, and the elapse
+    # time can be an older one; a run by hand says --manual
+    found = _slot(i, "systemd", i.job_name, manual=i.manual)
     details = dict(found.details)
     for var in ("TRIGGER_UNIT", "TRIGGER_TIMER_REALTIME_USEC"):
         if value := _get(i.env, var):
@@ -341,7 +342,7 @@ def derive(
     found = _DERIVE[scheduler](inputs)
     validate_key(found.key)
     intended = found.intended
-    source = "intended"
+    source = "schedule" if scheduler == "github-actions" else "intended"
     if at is not None and scheduler not in ("cron", "systemd"):
         intended, source = at.astimezone(UTC), "option"
     started_period = period_of(now.astimezone(place).date(), kind)

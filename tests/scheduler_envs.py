@@ -109,7 +109,7 @@ def systemd(invocation: str, now: datetime, elapsed: datetime) -> Run:
             "TRIGGER_TIMER_MONOTONIC_USEC": "91234567890",
         },
         now,
-        ("--schedule", "0 6 * * 1"),
+        ("--job-name", "weekly-media", "--schedule", "0 6 * * 1"),
     )
 
 
@@ -145,7 +145,9 @@ RECIPES: dict[str, tuple[Run, Run, Run]] = {
             MONDAY,
             MONDAY + timedelta(hours=2),
         ),
-        dagster("0f4c2b9a-3e71-4d25-b6a8-9c1d7e5f3a40", "0f4c2b9a-3e71-4d25-b6a8-9c1d7e5f3a40", NEXT_MONDAY, NEXT_MONDAY),
+        dagster(
+            "0f4c2b9a-3e71-4d25-b6a8-9c1d7e5f3a40", "0f4c2b9a-3e71-4d25-b6a8-9c1d7e5f3a40", NEXT_MONDAY, NEXT_MONDAY
+        ),
     ),
     "temporal": (
         temporal(MONDAY, "0190f7a2-6c1b-7e3d-9a4f-5b8c2d1e0f93", "1", MONDAY),

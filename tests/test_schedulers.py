@@ -52,9 +52,21 @@ def test_github_gives_no_intended_time_so_the_period_is_the_starts_and_kept_for_
     assert first.intended is None
     assert first.period_source == "start"
     assert first.keep_period is True
+    assert first.late_across_periods is False
     assert first.key == "github-actions:acme/media:run:16123456789"
     at = _derive("github-actions", RECIPES["github-actions"][0], at=MONDAY - timedelta(days=7))
     assert (at.period.id, at.period_source, at.keep_period) == ("2026-W31", "option", False)
+
+
+def test_github_schedule_guesses_the_tick_for_a_late_scheduled_run_but_an_existing_key_wins() -> None:
+    late = RECIPES["github-actions"][0]
+    sunday_tick = datetime(2026, 8, 9, 23, 0, tzinfo=UTC)
+    found = derive("github-actions", late.env, now=sunday_tick + timedelta(hours=4), schedule="0 23 * * 0")
+    assert (found.intended, found.period.id, found.started_period.id) == (sunday_tick, "2026-W32", "2026-W33")
+    assert (found.keep_period, found.late_across_periods) == (True, True)
+    dispatched = dict(late.env, GITHUB_EVENT_NAME="workflow_dispatch")
+    by_hand = derive("github-actions", dispatched, now=sunday_tick + timedelta(hours=4), schedule="0 23 * * 0")
+    assert (by_hand.intended, by_hand.manual) == (None, True)
 
 
 def test_kubernetes_reads_the_job_name_minutes_as_the_scheduled_time() -> None:
@@ -94,7 +106,13 @@ def test_airflow_2_execution_date_is_read_when_there_is_no_logical_date() -> Non
 def test_dagster_without_a_schedule_is_manual_with_its_own_key() -> None:
     env = {"DAGSTER_JOB_NAME": "weekly_media", "DAGSTER_RUN_ID": "r1", "DAGSTER_ROOT_RUN_ID": "r1"}
     found = derive("dagster", env, now=MONDAY)
-    assert (found.manual, found.key) == (True, "dagster:weekly_media:manual:r1")
+    assert (found.manual, found.key) == (True, "dagster:weekly_media:r1")
+
+
+def test_dagster_re_execution_keeps_the_key_even_without_the_schedules_tags() -> None:
+    first = _derive("dagster", RECIPES["dagster"][0])
+    env = {k: v for k, v in RECIPES["dagster"][1].env.items() if k not in ("DAGSTER_RUN_KEY", "DAGSTER_SCHEDULE_NAME")}
+    assert derive("dagster", env, now=MONDAY).key == first.key
 
 
 def test_temporal_reads_the_time_from_the_schedules_workflow_id() -> None:
@@ -110,11 +128,16 @@ def test_a_manual_cron_or_systemd_run_gets_a_key_of_its_own() -> None:
     by_hand = derive("cron", {}, now=MONDAY, job_name="w", schedule="0 6 * * 1", manual=True)
     assert by_hand.key != scheduled.key
     assert by_hand.manual is True
-    env = dict(RECIPES["systemd"][0].env)
-    del env["TRIGGER_UNIT"]  # systemctl start by hand: no timer triggered it
-    started = derive("systemd", env, now=MONDAY, job_name="weekly-media", schedule="0 6 * * 1")
-    assert started.manual is True
-    assert started.key != _derive("systemd", RECIPES["systemd"][0]).key
+    by_hand = _derive("systemd", RECIPES["systemd"][0], manual=True)
+    assert by_hand.manual is True
+    assert by_hand.key != _derive("systemd", RECIPES["systemd"][0]).key
+
+
+def test_a_systemd_restart_without_the_trigger_variables_keeps_the_slots_key() -> None:
+    first = _derive("systemd", RECIPES["systemd"][0])
+    retry = RECIPES["systemd"][1]
+    env = {k: v for k, v in retry.env.items() if not k.startswith("TRIGGER_")}
+    assert _derive("systemd", Run(env, retry.now, retry.args)).key == first.key
 
 
 MISSING = [
@@ -210,9 +233,9 @@ def test_unstable_key_warnings() -> None:
 
 
 names = st.from_regex(r"[a-z][a-z0-9-]{0,18}[a-z0-9]", fullmatch=True)
-moments = st.datetimes(
-    min_value=datetime(2001, 1, 1), max_value=datetime(2199, 1, 1), timezones=st.just(UTC)
-).map(lambda d: d.replace(microsecond=0))
+moments = st.datetimes(min_value=datetime(2001, 1, 1), max_value=datetime(2199, 1, 1), timezones=st.just(UTC)).map(
+    lambda d: d.replace(microsecond=0)
+)
 
 
 @given(
@@ -224,7 +247,7 @@ moments = st.datetimes(
     tz=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Pacific/Auckland"]),
     kind=st.sampled_from(["iso-week", "day", "month"]),
 )
-def test_derive_is_a_pure_function_of_its_inputs_and_retry_identities_never_change_the_key(
+def test_derive_is_a_pure_function_of_its_inputs_and_retry_identities_never_change_the_key(  # noqa: PLR0917
     scheduler: str, run_id: int, attempt: int, name: str, now: datetime, tz: str, kind: str
 ) -> None:
     def env(n: int) -> dict[str, str]:
