@@ -14,7 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.allocation import allocate
 from jobstate.cli import main
+from jobstate.errors import UsageError
+from jobstate.periods import Period
+from jobstate.store import Store
 from jobstate.yamlio import load_file
 
 from .conftest import git, status
@@ -154,6 +158,11 @@ def test_a_github_re_run_days_later_finds_its_episode_and_never_moves_it(
     code, out, err = launch(scheduler_env, repo, rerun, argv, capsys)
     assert (code, out) == (0, "2026-W32-0\n"), err
     assert "already has episode 2026-W32-0 in period 2026-W32" in err
+    (repo / ".jobstate" / "catalog.sqlite").unlink()  # no lock-free answer: decided under the lock
+    code, out, err = launch(
+        scheduler_env, repo, github("16123456789", "3", NEXT_MONDAY + timedelta(days=3)), argv, capsys
+    )
+    assert (code, out) == (0, "2026-W32-0\n"), err
     head = git(repo, "rev-parse", "HEAD")
     code, out, err = launch(scheduler_env, repo, rerun, [*argv, "--date", "2026-08-12"], capsys)
     assert code == 4, err  # an explicit period that disagrees is a conflict, never a move
@@ -236,3 +245,9 @@ def test_allocate_without_key_or_from_says_what_is_missing(
     code, out, err = launch(scheduler_env, repo, Run({}, MONDAY), ["allocate", "--date", "2026-08-03"], capsys)
     assert (code, out) == (2, "")
     assert "--key (or --from SCHEDULER)" in err
+
+
+def test_extra_fields_cannot_replace_jobstates_own(store: Store) -> None:
+    with pytest.raises(UsageError, match="'status'"):
+        allocate(store, "k", Period("iso-week", "2026-W32"), extra={"status": "done"})
+    assert store.episodes() == []
