@@ -83,7 +83,7 @@ def cmd_allocate(args: argparse.Namespace) -> int:
             "jobstate allocate: one of the arguments --date --week --period --at is required "
             "(see jobstate allocate --help)"
         )
-    from jobstate.schedulers import unstable_key_warning  # noqa: PLC0415
+    from jobstate.unstable_keys import unstable_key_warning  # noqa: PLC0415
 
     warning = unstable_key_warning(args.key, os.environ, _now(args))
     if warning:

@@ -109,6 +109,7 @@ MISSING = [
     ),
     ("airflow", RECIPES["airflow"][0].env, ["--at", "yesterday"], "invalid time"),
     ("temporal", RECIPES["temporal"][0].env, ["--manual"], "--manual is for cron and systemd only"),
+    ("airflow", RECIPES["airflow"][0].env, ["--schedule", "0 6 * * 1"], "--schedule means nothing to --from airflow"),
 ]
 
 
