@@ -22,7 +22,20 @@ from jobstate.store import Store
 from jobstate.yamlio import load_file
 
 from .conftest import git, status
-from .scheduler_envs import MONDAY, NEXT_MONDAY, RECIPES, Run, github, kubernetes, minutes
+from .scheduler_envs import (
+    MONDAY,
+    NEXT_MONDAY,
+    RECIPES,
+    Run,
+    airflow,
+    cron,
+    dagster,
+    github,
+    kubernetes,
+    minutes,
+    systemd,
+    temporal,
+)
 from .snapshots import tree_state
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -90,6 +103,7 @@ def test_readme_recipe_retry_gets_the_same_episode_and_the_next_run_a_new_one(
     assert record["manual"] is False
     assert record["started_at"] == first.now.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert status(repo) == ""
+    assert main(["verify", "--repo", str(repo), "--strict"]) == 0, capsys.readouterr()
 
 
 MISSING = [
@@ -133,6 +147,32 @@ def test_missing_or_unstable_identity_is_exit_2_and_nothing_written(  # noqa: PL
         assert len(err.strip().splitlines()) == 1
     assert git(repo, "rev-parse", "HEAD") == head
     assert tree_state(repo, skip=".jobstate") == before
+
+
+SUNDAY_TICK = datetime(2026, 8, 9, 23, 0, tzinfo=UTC)  # 2026-W32
+LATE = SUNDAY_TICK + timedelta(hours=1, minutes=30)  # Monday 00:30, 2026-W33
+SUNDAY_CRON = ("--schedule", "0 23 * * 0")
+LATE_RUNS = {
+    "github-actions": (github("16123456789", "1", LATE), SUNDAY_CRON),
+    "kubernetes": (kubernetes(f"weekly-media-{minutes(SUNDAY_TICK)}", "x7k2p", LATE), ()),
+    "airflow": (airflow("scheduled__2026-08-09T23:00:00+00:00", "2026-08-09T23:00:00+00:00", "1", LATE), ()),
+    "dagster": (dagster("r-1", "r-1", SUNDAY_TICK, LATE), ()),
+    "temporal": (temporal(SUNDAY_TICK, "0190f7a2", "1", LATE), ()),
+    "systemd": (systemd("8d1c4e9f2b7a4c3e9f0a1b2c3d4e5f60", LATE, LATE), ("--job-name", "weekly-media", *SUNDAY_CRON)),
+    "cron": (cron(LATE), ("--job-name", "weekly-media", *SUNDAY_CRON)),
+}
+
+
+@pytest.mark.parametrize("scheduler", sorted(LATE_RUNS))
+def test_every_scheduler_counts_a_late_start_in_the_scheduled_period_and_says_so(
+    scheduler: str, repo: Path, scheduler_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run, options = LATE_RUNS[scheduler]
+    code, out, err = launch(scheduler_env, repo, run, ["allocate", "--from", scheduler, *options], capsys)
+    assert (code, out) == (0, "2026-W32-0\n"), err
+    assert "in period 2026-W33; it counts in 2026-W32 (scheduled for 2026-08-09T23:00:00Z)" in err
+    record = load_file(repo / "state" / "2026-W32-0" / "episode.yaml", "episode.yaml")["scheduler"]
+    assert (record["intended_at"], record["started_in_period"]) == ("2026-08-09T23:00:00Z", "2026-W33")
 
 
 def test_late_start_across_a_period_boundary_is_counted_in_the_scheduled_period_and_reported(
@@ -209,6 +249,8 @@ def test_key_prints_key_intended_time_and_period_and_writes_nothing(
         "2026-08-03",
         "weekly-media-29762280-x7k2p",
     )
+    again = launch(scheduler_env, repo, run, ["key", "--from", "kubernetes", "--json"], capsys)
+    assert again == (0, out, err)  # the same inputs, the same answer
     assert tree_state(repo) == before
 
 
