@@ -73,6 +73,10 @@ def cmd_allocate(args: argparse.Namespace) -> int:
 
     if args.from_ is not None:
         return _allocate_from(args)
+    given = {"--job-name": args.job_name, "--schedule": args.schedule, "--tz": args.tz, "--podinfo": args.podinfo}
+    stray = [name for name, value in given.items() if value is not None] + (["--manual"] if args.manual else [])
+    if stray:
+        raise UsageError(f"{stray[0]} works with --from SCHEDULER only")
     if args.key is None:
         raise UsageError(
             "jobstate allocate: the following arguments are required: --key (or --from SCHEDULER) "
@@ -440,7 +444,11 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--date", help="calendar date YYYY-MM-DD of the run")
     when.add_argument("--week", help="ISO week YYYY-Www")
     when.add_argument("--period", help="a period ID: YYYY-Www, YYYY-MM-DD or YYYY-MM")
-    when.add_argument("--at", help="scheduled time, ISO 8601; mapped to a period in the configured timezone")
+    when.add_argument(
+        "--at",
+        help="scheduled time, ISO 8601; mapped to a period in the configured timezone "
+        "(with --from cron or systemd: the time whose slot counts)",
+    )
     _scheduler_options(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_allocate)

@@ -288,6 +288,10 @@ def test_allocate_without_key_or_from_says_what_is_missing(
     code, out, err = launch(scheduler_env, repo, Run({}, MONDAY), ["allocate", "--date", "2026-08-03"], capsys)
     assert (code, out) == (2, "")
     assert "--key (or --from SCHEDULER)" in err
+    argv = ["allocate", "--key", "k", "--date", "2026-08-03", "--schedule", "0 6 * * 1"]
+    code, out, err = launch(scheduler_env, repo, Run({}, MONDAY), argv, capsys)
+    assert (code, out) == (2, "")
+    assert "--schedule works with --from SCHEDULER only" in err
 
 
 def test_extra_fields_cannot_replace_jobstates_own(store: Store) -> None:
