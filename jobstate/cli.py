@@ -416,8 +416,16 @@ def _scheduler_options(p: argparse.ArgumentParser, required: bool = False) -> No
         required=required,
         help=f"build the key from this scheduler's identity for the run: {', '.join(SCHEDULERS)}",
     )
-    p.add_argument("--job-name", help="cron, systemd: the job's name; kubernetes: the Job's name (default: $JOB_NAME)")
-    p.add_argument("--schedule", metavar="CRON_EXPR", help="cron, systemd: the job's schedule, e.g. '0 6 * * 1'")
+    p.add_argument(
+        "--job-name",
+        help="cron, systemd: the job's name; kubernetes: the Job's name (default: $JOB_NAME); "
+        "github-actions: a name that makes one episode per job of a run",
+    )
+    p.add_argument(
+        "--schedule",
+        metavar="CRON_EXPR",
+        help="cron, systemd: the job's schedule, e.g. '0 6 * * 1'; github-actions: the workflow's cron (UTC)",
+    )
     p.add_argument("--tz", help="the schedule's timezone (default: timezone in jobstate.yaml, else UTC)")
     p.add_argument("--podinfo", metavar="DIR", help="kubernetes: the Downward API volume (files labels, namespace)")
     p.add_argument("--manual", action="store_true", help="cron, systemd: this run was started by hand")
