@@ -21,7 +21,7 @@ from jobstate.periods import Period
 from jobstate.store import Store
 from jobstate.yamlio import load_file
 
-from .conftest import git, status
+from .conftest import git, run_cli, status
 from .scheduler_envs import (
     MONDAY,
     NEXT_MONDAY,
@@ -298,3 +298,12 @@ def test_extra_fields_cannot_replace_jobstates_own(store: Store) -> None:
     with pytest.raises(UsageError, match="'status'"):
         allocate(store, "k", Period("iso-week", "2026-W32"), extra={"status": "done"})
     assert store.episodes() == []
+
+
+def test_a_pod_and_its_retry_as_real_processes_get_one_episode(repo: Path, scheduler_env: pytest.MonkeyPatch) -> None:
+    first, retry, _ = RECIPES["kubernetes"]
+    answers = [run_cli("allocate", "--from", "kubernetes", cwd=repo, env=run.env) for run in (first, retry)]
+    assert [(p.returncode, p.stdout) for p in answers] == [(0, "2026-W32-0\n")] * 2, answers[0].stderr
+    proc = run_cli("allocate", "--from", "kubernetes", cwd=repo, env={"HOSTNAME": "weekly-media-29762280-zz9zz"})
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert "needs the Job's name" in proc.stderr
