@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from jobstate.periods import Period
+    from jobstate.scheduled import Request
     from jobstate.store import Store
 
 
@@ -111,7 +112,7 @@ def _now(args: argparse.Namespace) -> datetime:
     return now() if now is not None else datetime.now(UTC)
 
 
-def _request(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
+def _request(args: argparse.Namespace) -> tuple[Request, dict[str, str]]:
     """The ``--from`` options and the Downward API files they name."""
     from jobstate.scheduled import Request  # noqa: PLC0415
 
@@ -138,28 +139,15 @@ def _request(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
 
 
 def _allocate_from(args: argparse.Namespace) -> int:
-    from jobstate.scheduled import allocate_from  # noqa: PLC0415
+    from jobstate.scheduled import allocate_from, notes  # noqa: PLC0415
 
     if args.key is not None:
         raise UsageError("give --key or --from SCHEDULER, not both: --from builds the key")
     request, files = _request(args)
     with _store(args) as store:
         result, found = allocate_from(store, request, dict(os.environ), files, _now(args))
-    if found.late_across_periods and result.period_id == found.period.id:
-        why = (
-            "set by an option" if found.period_source == "option" else f"scheduled for {found.to_json()['intended_at']}"
-        )
-        print(
-            f"jobstate: this run started {found.to_json()['started_at']} in period {found.started_period.id}; "
-            f"it counts in {found.period.id} ({why})",
-            file=sys.stderr,
-        )
-    if result.period_id != found.period.id:
-        print(
-            f"jobstate: key {found.key!r} already has episode {result.episode_id} in period {result.period_id}; "
-            f"this run started in {found.period.id}, the episode stays in {result.period_id}",
-            file=sys.stderr,
-        )
+    for line in notes(result, found):
+        print(f"jobstate: {line}", file=sys.stderr)
     if args.json:
         _print_json({**result.to_json(), "scheduler": found.to_json()})
     else:

@@ -126,3 +126,21 @@ def allocate_from(
         store, found.key, found.period, extra={"scheduler": found.record()}, keep_period=found.keep_period
     )
     return result, found
+
+
+def notes(result: Allocation, found: Derivation) -> list[str]:
+    """What ``allocate --from`` says on stderr: a late start, or a key kept in its own period."""
+    out: list[str] = []
+    when = found.to_json()
+    if found.late_across_periods and result.period_id == found.period.id:
+        why = "set by an option" if found.period_source == "option" else f"scheduled for {when['intended_at']}"
+        out.append(
+            f"this run started {when['started_at']} in period {found.started_period.id}; "
+            f"it counts in {found.period.id} ({why})"
+        )
+    if result.period_id != found.period.id:
+        out.append(
+            f"key {found.key!r} already has episode {result.episode_id} in period {result.period_id}; "
+            f"it stays there (on its own, this run would count in {found.period.id})"
+        )
+    return out
