@@ -8,19 +8,32 @@ us. Everything else happens under the lock, from the first read to the commit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from jobstate.core.keys import validate_key
 from jobstate.core.periods import Period
-from jobstate.core.records import Allocation
+from jobstate.core.records import EPISODE_FIELDS, Allocation
 from jobstate.errors import UsageError
 from jobstate.git.objects import blob_sha
 from jobstate.store import Store
 
 
-def allocate(store: Store, key: str, period: Period) -> Allocation:
+def allocate(
+    store: Store,
+    key: str,
+    period: Period,
+    *,
+    extra: Mapping[str, Any] | None = None,
+    keep_period: bool = False,
+) -> Allocation:
     """Return the episode for ``key`` in ``period``, allocating ``max + 1`` if the key is new.
 
     Raises AllocationConflict when the key belongs to another period or to
-    several episodes: jobstate never guesses which one to reuse.
+    several episodes: jobstate never guesses which one to reuse. With
+    ``keep_period`` (``period`` is only a guess, e.g. today's), a key that
+    already belongs to one episode of another period returns that episode:
+    the key stays where it is. ``extra`` fields go into a new episode.yaml.
     """
     validate_key(key)
     if period.kind != store.config.period:
@@ -29,16 +42,19 @@ def allocate(store: Store, key: str, period: Period) -> Allocation:
             "(setting period in jobstate.yaml)"
         )
     store.require_initialized()
-    found = _committed_answer(store, key, period)
+    found = _committed_answer(store, key, period, keep_period)
     if found is not None:
         return found
+    fields = dict(extra or {})
+    if clash := sorted(set(fields) & set(EPISODE_FIELDS)):
+        raise UsageError(f"extra episode field {clash[0]!r} would replace one of jobstate's own fields")
     # the lock-free retry above loads no YAML, lock or Git-writing module; a decision does
     from jobstate.allocation_decision import allocate_locked  # noqa: PLC0415 - start-up
 
-    return allocate_locked(store, key, period)
+    return allocate_locked(store, key, period, extra=fields, keep_period=keep_period)
 
 
-def _committed_answer(store: Store, key: str, period: Period) -> Allocation | None:
+def _committed_answer(store: Store, key: str, period: Period, keep_period: bool) -> Allocation | None:
     """The lock-free retry path: a committed, unchanged episode with this key, or None."""
     cat = store.read_catalog()
     if cat is None:
@@ -46,7 +62,7 @@ def _committed_answer(store: Store, key: str, period: Period) -> Allocation | No
     if store.remote is not None and not store.matches_remote_tip():
         return None  # the remote moved (or went backwards): decide under the lock, after fetching
     rows = cat.by_key(key)
-    if len({r.episode_id for r in rows}) != 1 or rows[0].period_id != period.id:
+    if len({r.episode_id for r in rows}) != 1 or (rows[0].period_id != period.id and not keep_period):
         return None  # unknown, conflicting or ambiguous: decided (and reported) under the lock
     for row in rows:
         try:

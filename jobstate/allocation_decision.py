@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from jobstate.catalog import Catalog, Row
 from jobstate.core.clock import format_time
 from jobstate.core.layout import episode_path
@@ -14,16 +16,18 @@ from jobstate.worktree import check_clean, uncommitted_episodes
 from jobstate.yamlio import dumps
 
 
-def allocate_locked(store: Store, key: str, period: Period) -> Allocation:
+def allocate_locked(store: Store, key: str, period: Period, *, extra: dict[str, Any], keep_period: bool) -> Allocation:
     """The existing episode for ``key``, or ``max + 1`` in ``period``, decided and committed under the lock."""
-    return transact(store, lambda cat: _decide(store, cat, key, period))
+    return transact(store, lambda cat: _decide(store, cat, key, period, extra=extra, keep_period=keep_period))
 
 
 def _conflict_text(episodes: dict[str, str]) -> str:
     return ", ".join(f"{eid} (period {pid})" for eid, pid in sorted(episodes.items()))
 
 
-def _decide(store: Store, cat: Catalog, key: str, period: Period) -> StateChange[Allocation]:
+def _decide(
+    store: Store, cat: Catalog, key: str, period: Period, *, extra: dict[str, Any], keep_period: bool
+) -> StateChange[Allocation]:
     """Under the lock, on the freshest state: the existing episode for ``key``, or a new one."""
     orphans = uncommitted_episodes(store, cat)
     rows: list[Row] = cat.by_key(key)
@@ -42,7 +46,7 @@ def _decide(store: Store, cat: Catalog, key: str, period: Period) -> StateChange
     note = _recover_message(orphans)
     if matches:
         ((episode_id, period_id),) = matches.items()
-        if period_id != period.id:
+        if period_id != period.id and not keep_period:
             raise AllocationConflict(
                 f"allocation key {key!r} already belongs to episode {episode_id} in period {period_id}, "
                 f"not to period {period.id}; a key cannot move between periods: use a new key for {period.id}"
@@ -63,6 +67,7 @@ def _decide(store: Store, cat: Catalog, key: str, period: Period) -> StateChange
         sequence=sequence,
         allocation_key=key,
         allocated_at=format_time(store.now()),
+        extra=extra,
     )
     if store.path(episode.directory).exists():
         # never write over an episode the catalog does not know: the state needs a look first

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import NoReturn
 
+from jobstate.core.clock import utc_now
 from jobstate.error_handler import run_handled
 from jobstate.errors import EXIT_CODES, UsageError
+from jobstate.scheduled import Request
+from jobstate.schedulers import SCHEDULERS
 from jobstate.store import StoreOptions
 from jobstate.version import __version__
 
@@ -73,7 +77,27 @@ Dispatch = Callable[[argparse.Namespace], int]
 
 
 def _options(a: argparse.Namespace) -> StoreOptions:
-    return StoreOptions(a.repo, a.lock_timeout, a.remote)
+    return StoreOptions(a.repo, a.lock_timeout, a.remote, a.now)
+
+
+def _scheduled(a: argparse.Namespace) -> Request | None:
+    if a.from_ is None:
+        given = {"--job-name": a.job_name, "--schedule": a.schedule, "--tz": a.tz, "--podinfo": a.podinfo}
+        stray = [name for name, value in given.items() if value is not None] + (["--manual"] if a.manual else [])
+        if stray:
+            raise UsageError(f"{stray[0]} works with --from SCHEDULER only")
+        return None
+    return Request(
+        scheduler=a.from_,
+        job_name=a.job_name,
+        schedule=a.schedule,
+        tz=a.tz,
+        at=a.at,
+        date=a.date,
+        week=a.week,
+        period=a.period,
+        manual=a.manual,
+    )
 
 
 # the single lazy-import boundary: one entry per subcommand
@@ -86,7 +110,25 @@ def _init(a: argparse.Namespace) -> int:
 def _allocate(a: argparse.Namespace) -> int:
     from jobstate.commands.allocate import allocate  # noqa: PLC0415
 
-    return allocate(_options(a), key=a.key, date=a.date, week=a.week, period=a.period, at=a.at, as_json=a.json)
+    return allocate(
+        _options(a),
+        key=a.key,
+        date=a.date,
+        week=a.week,
+        period=a.period,
+        at=a.at,
+        as_json=a.json,
+        scheduled=_scheduled(a),
+        podinfo=a.podinfo,
+    )
+
+
+def _key(a: argparse.Namespace) -> int:
+    from jobstate.commands.key import key  # noqa: PLC0415
+
+    scheduled = _scheduled(a)
+    assert scheduled is not None  # --from is required by the parser
+    return key(a.repo, scheduled=scheduled, podinfo=a.podinfo, now=a.now, as_json=a.json)
 
 
 def _show(a: argparse.Namespace) -> int:
@@ -187,6 +229,30 @@ def _migrate(a: argparse.Namespace) -> int:
     return migrate(_options(a), dry_run=a.dry_run)
 
 
+def _scheduler_options(p: argparse.ArgumentParser, required: bool = False) -> None:
+    p.add_argument(
+        "--from",
+        dest="from_",
+        metavar="SCHEDULER",
+        choices=SCHEDULERS,
+        required=required,
+        help=f"build the key from this scheduler's identity for the run: {', '.join(SCHEDULERS)}",
+    )
+    p.add_argument(
+        "--job-name",
+        help="cron, systemd: the job's name; kubernetes: the Job's name (default: $JOB_NAME); "
+        "github-actions: a name that makes one episode per job of a run",
+    )
+    p.add_argument(
+        "--schedule",
+        metavar="CRON_EXPR",
+        help="cron, systemd: the job's schedule, e.g. '0 6 * * 1'; github-actions: the workflow's cron (UTC)",
+    )
+    p.add_argument("--tz", help="the schedule's timezone (default: timezone in jobstate.yaml, else UTC)")
+    p.add_argument("--podinfo", metavar="DIR", help="kubernetes: the Downward API volume (files labels, namespace)")
+    p.add_argument("--manual", action="store_true", help="cron, systemd: this run was started by hand")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the commands)."""
     common = _Parser(add_help=False)
@@ -214,12 +280,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--git-init", action="store_true", help="run git init first when not inside a repository")
 
     p = command("allocate", _allocate, "print the episode ID for an allocation key (the same key, the same ID)")
-    p.add_argument("--key", required=True, help="the scheduler's stable identity for this run (1-512 characters)")
-    when = p.add_mutually_exclusive_group(required=True)
+    p.add_argument("--key", help="the scheduler's stable identity for this run, 1-512 characters (or --from SCHEDULER)")
+    when = p.add_mutually_exclusive_group()
     when.add_argument("--date", help="calendar date YYYY-MM-DD of the run")
     when.add_argument("--week", help="ISO week YYYY-Www")
     when.add_argument("--period", help="a period ID: YYYY-Www, YYYY-MM-DD or YYYY-MM")
-    when.add_argument("--at", help="scheduled time, ISO 8601; mapped to a period in the configured timezone")
+    when.add_argument(
+        "--at",
+        help="scheduled time, ISO 8601; mapped to a period in the configured timezone "
+        "(with --from cron or systemd: the time whose slot counts)",
+    )
+    _scheduler_options(p)
+    json_flag(p)
+
+    p = command("key", _key, "the key, intended time and period --from a scheduler (read-only, writes nothing)")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--date", help="count the run in the period of this date YYYY-MM-DD")
+    when.add_argument("--week", help="count the run in this ISO week YYYY-Www")
+    when.add_argument("--period", help="count the run in this period ID")
+    when.add_argument("--at", help="the intended time, ISO 8601 (cron, systemd: the time whose slot counts)")
+    _scheduler_options(p, required=True)
     json_flag(p)
 
     p = command("show", _show, "print one episode (read-only)")
@@ -326,11 +406,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: returns the exit code."""
+def main(argv: Sequence[str] | None = None, *, now: Callable[[], datetime] = utc_now) -> int:
+    """Entry point: returns the exit code. ``now`` replaces the clock (tests, replays)."""
 
     def dispatch() -> int:
         args = build_parser().parse_args(argv)
+        args.now = now
         func: Dispatch = args.func
         return func(args)
 

@@ -253,7 +253,8 @@ class StoreOptions:
     repo: str | None = None
     lock_timeout: float | None = None
     remote: str | None = None
+    now: Callable[[], datetime] = utc_now  # tests and replays pass their own clock
 
     def open(self) -> Store:
         """The store these options name."""
-        return open_store(self.repo, lock_timeout=self.lock_timeout, remote=self.remote)
+        return open_store(self.repo, now=self.now, lock_timeout=self.lock_timeout, remote=self.remote)

@@ -17,12 +17,20 @@ from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator, arm_fault_remote, ledger
 
 
-def _run(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _run(
+    cwd: Path, *args: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
-        [sys.executable, "-m", "jobstate", *args], cwd=cwd, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "jobstate", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **env} if env else None,
     )
     shown = " ".join(a if " " not in a else repr(a) for a in args)
-    print(f"$ jobstate {shown}")
+    setting = "".join(f"{k}={v} " for k, v in (env or {}).items())
+    print(f"$ {setting}jobstate {shown}")
     if proc.stdout:
         print("  " + proc.stdout.rstrip().replace("\n", "\n  "))
     if proc.stderr:
@@ -54,6 +62,17 @@ def allocation_demo(repo: Path) -> None:
 
     _section("a key cannot move to another week (exit 4)")
     _run(repo, "allocate", "--key", "scheduled-run:2026-08-05", "--date", "2026-08-12", check=False)
+
+    _section("keys from the scheduler: a Kubernetes CronJob's pod and its retry (a new pod) get one episode")
+    job = "weekly-media-29769480"  # the CronJob controller's name: <cronjob>-<scheduled minutes since the epoch>
+    _run(repo, "key", "--from", "kubernetes", env={"JOB_NAME": job})
+    pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "JOB_NAME": job}
+    first = _run(repo, "allocate", "--from", "kubernetes", env={**pod, "HOSTNAME": f"{job}-x7k2p"})
+    _run(repo, "allocate", "--from", "kubernetes", env={**pod, "HOSTNAME": f"{job}-q9d4m"})
+    _run(repo, "show", first.stdout.strip())
+    _section("only the pod name, which changes on every retry: refused (exit 2), nothing written")
+    del pod["JOB_NAME"]
+    _run(repo, "allocate", "--from", "kubernetes", check=False, env={**pod, "HOSTNAME": f"{job}-q9d4m"})
 
     _section("eight allocators at once, four new keys each sent twice")
     procs = [

@@ -2,23 +2,55 @@
 
 from __future__ import annotations
 
+import os
+
 from jobstate.allocation import allocate as allocate_episode
 from jobstate.commands._output import note, print_json
 from jobstate.core.periods import period_from
+from jobstate.errors import UsageError
+from jobstate.scheduled import Request, allocate_from, notes, read_podinfo
 from jobstate.store import StoreOptions
+from jobstate.unstable_keys import unstable_key_warning
 
 
 def allocate(
     options: StoreOptions,
     *,
-    key: str,
+    key: str | None,
     date: str | None,
     week: str | None,
     period: str | None,
     at: str | None,
     as_json: bool,
+    scheduled: Request | None = None,
+    podinfo: str | None = None,
 ) -> int:
-    """Print the episode ID for ``key`` in the period given."""
+    """Print the episode ID for ``key`` (or for the scheduler run ``scheduled``) in the period given."""
+    if scheduled is not None:
+        if key is not None:
+            raise UsageError("give --key or --from SCHEDULER, not both: --from builds the key")
+        with options.open() as store:
+            result, found = allocate_from(store, scheduled, dict(os.environ), read_podinfo(podinfo), options.now())
+        for line in notes(result, found):
+            note(line)
+        if as_json:
+            print_json({**result.to_json(), "scheduler": found.to_json()})
+        else:
+            print(result.episode_id)
+        return 0
+    if key is None:
+        raise UsageError(
+            "jobstate allocate: the following arguments are required: --key (or --from SCHEDULER) "
+            "(see jobstate allocate --help)"
+        )
+    if (date, week, period, at) == (None, None, None, None):
+        raise UsageError(
+            "jobstate allocate: one of the arguments --date --week --period --at is required "
+            "(see jobstate allocate --help)"
+        )
+    warning = unstable_key_warning(key, os.environ, options.now())
+    if warning:
+        note(f"warning: {warning}")
     with options.open() as store:
         config = store.config
         when = period_from(config.period, config.timezone, date_text=date, week=week, period=period, at=at)
