@@ -192,4 +192,4 @@ def test_demo_ends_with_the_diff_of_its_week_and_a_report(tmp_path: Path) -> Non
     tail = proc.stdout[proc.stdout.index("== review: what the week changed") :]
     assert "Episodes allocated (4):\n    2026-W33-1  2026-W33  weekly-episode:2026-08-14" in tail
     assert "Approvals and rejections (2):" in tail
-    assert "jobstate report HEAD: 12 episodes, spend 41.15 USD" in tail
+    assert "jobstate report HEAD: 13 episodes, spend 41.15 USD" in tail
