@@ -14,6 +14,8 @@ ALLOCATION_CONFLICT = 4
 EPISODE_UNKNOWN = 5
 SUBMISSION_UNKNOWN = 6
 STATE_INVALID = 7
+BUDGET_EXCEEDED = 8  # reserved for the budget issue
+COMMAND_FAILED = 9
 INTERRUPTED = 130  # SIGINT, as shells report it
 
 EXIT_CODES: dict[int, str] = {
@@ -25,6 +27,8 @@ EXIT_CODES: dict[int, str] = {
     EPISODE_UNKNOWN: "episode unknown or not committed",
     SUBMISSION_UNKNOWN: "submission state unknown",
     STATE_INVALID: "state on disk invalid",
+    BUDGET_EXCEEDED: "budget exceeded (reserved)",
+    COMMAND_FAILED: "the command run by jobstate run failed (its own code is on stderr)",
     INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -70,6 +74,12 @@ class AllocationConflict(JobstateError):
     exit_code = ALLOCATION_CONFLICT
 
 
+class ChargeConflict(JobstateError):
+    """A reported charge contradicts the recorded one with the same identity (another amount or currency)."""
+
+    exit_code = ALLOCATION_CONFLICT
+
+
 class EpisodeUnknown(JobstateError, LookupError):
     """The episode does not exist, is malformed, or is not committed and clean."""
 
@@ -111,8 +121,13 @@ class StepAlreadyCompleted(JobstateError):
 
 
 class CommandFailed(JobstateError):
-    """The command run by ``jobstate run`` failed; its exit code is passed on."""
+    """The command run by ``jobstate run`` failed: exit 9, never one of jobstate's own codes.
 
-    def __init__(self, message: str, code: int) -> None:
+    The command's own exit code (128+N for signal N) is in ``command_code`` and on stderr.
+    """
+
+    exit_code = COMMAND_FAILED
+
+    def __init__(self, message: str, command_code: int) -> None:
         super().__init__(message)
-        self.exit_code = code
+        self.command_code = command_code

@@ -22,7 +22,7 @@ from jobstate.catalog import Catalog
 from jobstate.core.clock import format_time
 from jobstate.core.keys import idempotency_key
 from jobstate.core.layout import ARTIFACTS, COSTS, SUBMISSIONS, episode_dir, episode_path, history_path
-from jobstate.core.money import validate_amount, validate_currency
+from jobstate.core.money import Charge, recorded_charge, validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode
@@ -89,6 +89,7 @@ class PaidStep:
         self.step = step
         self._attempt = attempt
         self.resumed = attempt.get("remote_ref") is not None
+        self._ordinals: dict[str | None, int] = {}  # charges without a charge_id reported so far, per remote task
 
     @property
     def attempt(self) -> int:
@@ -146,30 +147,43 @@ class PaidStep:
             {"state": "not-submitted", "closed_at": self._now(), "reason": reason[:500]},
         )
 
-    def cost(self, amount: str | Decimal, currency: str, remote_ref: str | None = None) -> None:
-        """Append a cost entry (amount as a decimal string) to the ledger and commit it.
+    def cost(
+        self, amount: str | Decimal, currency: str, remote_ref: str | None = None, *, charge_id: str | None = None
+    ) -> bool:
+        """Record one charge (amount as a decimal string) in the ledger and commit it; True if it was new.
 
-        The same step and remote task are charged once in the ledger, however often a
-        resumed run reports it.
+        A charge is identified by step, remote task (this step's by default) and ``charge_id``;
+        without a charge_id, the n-th charge reported for a task in this run is the n-th one
+        recorded for it. A replay of a recorded charge is not added again (False); one that
+        contradicts it (another amount or currency) raises ChargeConflict naming both.
         """
-        amount = validate_amount(amount)
-        currency = validate_currency(currency)
         ref = validate_remote_ref(remote_ref) if remote_ref is not None else self.remote_ref
+        charge = Charge(
+            step=self.step,
+            amount=validate_charge_amount(amount),
+            currency=validate_currency(currency),
+            remote_ref=ref,
+            attempt=self.attempt,
+            charge_id=None if charge_id is None else validate_charge_id(charge_id),
+        )
+        ordinal = 0
+        if charge_id is None:
+            ordinal = self._ordinals[ref] = self._ordinals.get(ref, 0) + 1
         eid = self.episode.episode_id
 
-        def decide(_cat: Catalog) -> StateChange[None]:
+        def decide(_cat: Catalog) -> StateChange[bool]:
             entries = cost_entries(self.store, eid)
-            if ref is not None and any(e.get("remote_ref") == ref and e["step"] == self.step for e in entries):
-                return record_change(self.store, eid, {}, "")  # already in the ledger: nothing to write
-            entry = {"step": self.step, "amount": amount, "currency": currency, "remote_ref": ref, "at": self._now()}
+            if recorded_charge(entries, charge, ordinal) is not None:
+                return record_change(self.store, eid, {}, "", result=False)  # a replay: nothing to write
             return record_change(
                 self.store,
                 eid,
-                {COSTS: {"schema": 1, "entries": [*entries, entry]}},
-                f"cost {eid} {self.step}: {amount} {currency} ({ref or 'no remote task'})",
+                {COSTS: {"schema": 1, "entries": [*entries, charge.entry(self._now())]}},
+                f"cost {eid} {self.step}: {charge.describe()}",
+                result=True,
             )
 
-        transact(self.store, decide)
+        return transact(self.store, decide)
 
     def artifact(self, path: str) -> dict[str, Any]:
         """Record (sha256 and size) and commit a file the step wrote inside the episode directory."""

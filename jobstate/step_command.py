@@ -13,14 +13,18 @@ import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.errors import CommandFailed, JobstateError, UsageError
 from jobstate.paid import PaidStep, paid_step
 from jobstate.store import Store
 
+REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
+COST_FIELDS = ("amount", "currency", "charge_id")
 
-def _read_report(path: Path) -> dict[str, object]:
+
+def _read_report(path: Path) -> dict[str, object] | None:
     if not path.exists():
-        return {}
+        return None
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError):
@@ -73,9 +77,17 @@ def run_step_command(
         except OSError as exc:
             step.not_submitted(f"command could not start: {exc.strerror}")
             raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-        report = _read_report(result)
-        _record(step, episode_id, step_name, report, result)
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
+        report = _read_report(result)
+        if report is None:
+            report = {}
+            if code == 0:
+                notify(
+                    f"warning: {command[0]} exited 0 without writing $JOBSTATE_RESULT; "
+                    f"step {step_name} is recorded as completed with no remote task, cost or artifact"
+                )
+        _warn_unknown_fields(report, result, notify)
+        _record(step, episode_id, step_name, report, result=result, notify=notify)
         if code != 0:
             state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
             if step.remote_ref is None and report.get("submitted") is not False:
@@ -83,7 +95,51 @@ def run_step_command(
             raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
 
 
-def _record(step: PaidStep, episode_id: str, step_name: str, report: dict[str, object], result: Path) -> None:
+def _warn_unknown_fields(report: dict[str, object], result: Path, notify: Callable[[str], None]) -> None:
+    unknown = sorted(k for k in report if k not in REPORT_FIELDS)
+    costs = report.get("cost")
+    for cost in costs if isinstance(costs, list) else [costs]:
+        if isinstance(cost, dict):
+            unknown += sorted(f"cost.{k}" for k in cost if k not in COST_FIELDS)
+    if unknown:
+        notify(
+            f"warning: {result}: jobstate does not know the field(s) {', '.join(unknown)}; ignored "
+            f"(known: {', '.join(REPORT_FIELDS)}; cost: {', '.join(COST_FIELDS)})"
+        )
+
+
+def reported_charges(cost: object, source: Path) -> list[tuple[str, str, str | None]]:
+    """(amount, currency, charge_id) of each charge in a result file's ``cost`` (one object or a list).
+
+    All are checked before any is recorded; UsageError (exit 2) names the file and the entry.
+    """
+    if cost is None:
+        return []
+    items = cost if isinstance(cost, list) else [cost]
+    out = []
+    for n, item in enumerate(items, 1):
+        where = f"{source}: cost" + (f" entry {n}" if isinstance(cost, list) else "")
+        if not isinstance(item, dict):
+            raise UsageError(f'{where} must be an object {{"amount": "12.40", "currency": "USD"}}')
+        try:
+            amount = validate_charge_amount(item.get("amount"))
+            currency = validate_currency(item.get("currency"))
+            charge_id = item.get("charge_id")
+            out.append((amount, currency, None if charge_id is None else validate_charge_id(charge_id)))
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return out
+
+
+def _record(
+    step: PaidStep,
+    episode_id: str,
+    step_name: str,
+    report: dict[str, object],
+    *,
+    result: Path,
+    notify: Callable[[str], None],
+) -> None:
     ref = report.get("remote_ref")
     if ref is not None:
         try:
@@ -97,13 +153,11 @@ def _record(step: PaidStep, episode_id: str, step_name: str, report: dict[str, o
             raise
     elif report.get("submitted") is False and step.remote_ref is None:
         step.not_submitted(str(report.get("error", "the command reported that nothing was submitted")))
-    cost = report.get("cost")
-    if isinstance(cost, dict):
-        step.cost(str(cost.get("amount")), str(cost.get("currency")), step.remote_ref)
-    elif cost is not None:
-        raise UsageError(f"{result}: 'cost' must be an object with amount and currency")
     reported = report.get("artifacts", [])
     if not isinstance(reported, list):
         raise UsageError(f"{result}: 'artifacts' must be a list of paths")
+    for amount, currency, charge_id in reported_charges(report.get("cost"), result):
+        if not step.cost(amount, currency, charge_id=charge_id):
+            notify(f"cost {amount} {currency} of step {step_name} is already in the ledger; not added again")
     for path in reported:
         step.artifact(str(path))

@@ -231,7 +231,8 @@ def test_run_passes_environment_and_exit_code(repo: Path, episode: str) -> None:
         "sys.exit(9)\n"
     )
     proc = run_cli("run", "--episode", episode, "--step", "render", "--", sys.executable, "-c", script, cwd=repo)
-    assert proc.returncode == 9
+    assert proc.returncode == 9, proc.stderr  # jobstate's "the command failed", not CMD's own 9
+    assert "exited with 9" in proc.stderr
     env = json.loads(proc.stdout)
     assert env["JOBSTATE_EPISODE"] == episode
     assert env["JOBSTATE_STEP"] == "render"
@@ -245,7 +246,9 @@ def test_run_passes_environment_and_exit_code(repo: Path, episode: str) -> None:
 def test_run_resume_sets_remote_ref(repo: Path, episode: str, vendor: VendorSimulator) -> None:
     vendor.arm_fault("drop_after_accept")
     cmd = ["--", sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url, "--kind", "generate"]
-    assert run_cli("run", "--episode", episode, "--step", "generate", *cmd, cwd=repo).returncode == 75
+    dropped = run_cli("run", "--episode", episode, "--step", "generate", *cmd, cwd=repo)
+    assert dropped.returncode == 9, dropped.stderr
+    assert "exited with 75" in dropped.stderr
     run_cli(
         "resolve",
         "--episode",
