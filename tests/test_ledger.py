@@ -65,12 +65,11 @@ def test_resumed_run_replaying_its_charges_adds_nothing(store: Store, repo: Path
     ]
 
 
-@pytest.mark.parametrize(
-    ("amount", "currency", "charge_id"), [("13.00", "USD", None), ("12.40", "EUR", None), ("9", "USD", "upscale")]
-)
+@pytest.mark.parametrize("case", [("13.00", "USD", None), ("12.40", "EUR", None), ("9", "USD", "upscale")])
 def test_contradicting_replay_is_an_error_naming_both(
-    store: Store, repo: Path, episode: str, amount: str, currency: str, charge_id: str | None
+    store: Store, repo: Path, episode: str, case: tuple[str, str, str | None]
 ) -> None:
+    amount, currency, charge_id = case
     with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
         step.accepted("task-1")
         step.cost("12.40", "USD")
@@ -102,7 +101,7 @@ def test_charges_without_a_remote_task_are_told_apart_by_attempt(store: Store, e
 
 
 @pytest.mark.parametrize(
-    ("amount", "currency", "words"),
+    "case",
     [
         (12.4, "USD", "not a number"),
         (12, "USD", "not a number"),
@@ -117,8 +116,9 @@ def test_charges_without_a_remote_task_are_told_apart_by_attempt(store: Store, e
     ],
 )
 def test_amounts_are_decimal_strings_at_the_api(
-    store: Store, repo: Path, episode: str, amount: object, currency: object, words: str
+    store: Store, repo: Path, episode: str, case: tuple[object, object, str]
 ) -> None:
+    amount, currency, words = case
     with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
         head = git(repo, "rev-parse", "HEAD")
         with pytest.raises(UsageError, match=words):
@@ -153,7 +153,7 @@ def _run(repo: Path, episode: str, cmd: list[str]) -> int:
 
 
 @pytest.mark.parametrize(
-    ("cost", "words"),
+    "case",
     [
         ({"amount": 12.4, "currency": "USD"}, "not a number"),
         ({"amount": "12.40"}, "without a currency"),
@@ -165,8 +165,9 @@ def _run(repo: Path, episode: str, cmd: list[str]) -> int:
     ],
 )
 def test_result_file_with_a_bad_cost_is_refused_and_nothing_charged_is_recorded(
-    store: Store, repo: Path, episode: str, capsys: pytest.CaptureFixture[str], cost: object, words: str
+    store: Store, repo: Path, episode: str, capsys: pytest.CaptureFixture[str], case: tuple[object, str]
 ) -> None:
+    cost, words = case
     code = _run(repo, episode, _writer({"remote_ref": "task-1", "cost": cost}))
     err = capsys.readouterr().err
     assert code == 2, err
