@@ -1,7 +1,19 @@
 """The one error root of jobstate and the one table of exit codes.
 
 Every failure a user can cause or meet is a ``JobstateError`` whose class says
-which exit code the CLI returns; the README documents the same table.
+which exit code the CLI returns; the README documents the same table. One kind
+of failure gets one code in every command (tests/test_exit_codes.py runs each
+kind through every command that can meet it):
+
+- malformed episode ID (``2026-W32``, ``../x``): 2, bad input, like any malformed value
+- unknown episode (well formed, absent or not committed): 5
+- dirty state (uncommitted or untracked files where jobstate must write): 2, ``DirtyState``
+- uninitialised repository (no state/) or not a Git repository: 2, ``NotInitialized``
+- malformed YAML (any state file or jobstate.yaml, too large to read): 7, verify included;
+  verify reports other invalid state (schema, names, hashes) as problems: exit 1
+- conflict with what is recorded (an allocation key elsewhere, a contradicting charge): 4
+- the command run by ``jobstate run`` failed: 9, its own code on stderr
+- 8 is reserved for "budget exceeded"
 """
 
 from __future__ import annotations
@@ -43,6 +55,14 @@ class UsageError(JobstateError, ValueError):
     """Bad input: a malformed key, week, path, option or a repository in the wrong shape."""
 
     exit_code = USAGE
+
+
+class NotInitialized(UsageError):
+    """Not a Git repository, or one that ``jobstate init`` has not set up (no state/)."""
+
+
+class DirtyState(UsageError):
+    """Uncommitted or untracked files where jobstate must read committed state or write."""
 
 
 class LockTimeout(JobstateError, TimeoutError):

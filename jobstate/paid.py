@@ -28,6 +28,7 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode
 from jobstate.episode_files import artifacts, cost_entries, record_change, submissions
 from jobstate.errors import (
+    DirtyState,
     EpisodeUnknown,
     JobstateError,
     StateInvalid,
@@ -42,14 +43,15 @@ from jobstate.transaction import StateChange, sync, transact
 
 
 def guard(store: Store, episode_id: str) -> Episode:
-    """Refuse (EpisodeUnknown, exit 5) unless the episode exists, is committed in HEAD and is clean.
+    """Refuse unless the episode exists and is committed in HEAD (else EpisodeUnknown, exit 5),
+    its ID is well formed (else UsageError, exit 2) and its directory is clean (else DirtyState, exit 2).
 
     Runs before anything a paid step does; reads only.
     """
     try:
         parse_episode_id(episode_id)
     except UsageError as exc:
-        raise EpisodeUnknown(f"{exc}; a paid step needs an explicit, allocated episode ID") from None
+        raise UsageError(f"{exc}; a paid step needs an explicit, allocated episode ID") from None
     store.require_initialized()
     directory = episode_dir(episode_id)
     if not store.path(episode_path(episode_id)).is_file():
@@ -63,7 +65,7 @@ def guard(store: Store, episode_id: str) -> Episode:
         )
     dirty = store.git.status(directory)
     if dirty:
-        raise EpisodeUnknown(
+        raise DirtyState(
             f"{dirty[0][1]} in episode {episode_id} is uncommitted or untracked; commit or remove it "
             f"before a paid step (git status -- {directory})"
         )

@@ -21,7 +21,7 @@ from jobstate.core.clock import utc_now
 from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, episode_path
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict
-from jobstate.errors import EpisodeUnknown, UsageError
+from jobstate.errors import EpisodeUnknown, NotInitialized, UsageError
 from jobstate.git.objects import blob_sha
 from jobstate.git.repo import GitRepo, find_root
 
@@ -84,7 +84,7 @@ class Store:
     def require_initialized(self) -> None:
         """Refuse to work in a repository that ``jobstate init`` has not set up."""
         if not (self.root / STATE).is_dir():
-            raise UsageError(f"{self.root} has no state/ directory: run jobstate init there first")
+            raise NotInitialized(f"{self.root} has no state/ directory: run jobstate init there first")
 
     @property
     def config(self) -> Config:
@@ -189,6 +189,7 @@ class Store:
         from jobstate.yamlio import load_file  # noqa: PLC0415 - start-up: no YAML on the retry path
 
         parse_episode_id(episode_id)
+        self.require_initialized()
         path = episode_path(episode_id)
         file = self.root / path
         if not file.is_file():
@@ -254,6 +255,14 @@ class StoreOptions:
     lock_timeout: float | None = None
     remote: str | None = None
 
-    def open(self) -> Store:
-        """The store these options name."""
-        return open_store(self.repo, lock_timeout=self.lock_timeout, remote=self.remote)
+    def open(self, *, settings: bool = True) -> Store:
+        """The store these options name; with ``settings``, jobstate.yaml is read (and checked) at once,
+        so that every command refuses a malformed one the same way (exit 7)."""
+        store = open_store(self.repo, lock_timeout=self.lock_timeout, remote=self.remote)
+        if settings:
+            try:
+                _ = store.config
+            except BaseException:
+                store.close()
+                raise
+        return store

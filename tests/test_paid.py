@@ -12,7 +12,14 @@ import pytest
 from jobstate.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.episode_files import cost_entries, submissions
-from jobstate.errors import EpisodeUnknown, LockTimeout, StepAlreadyCompleted, SubmissionUnknown, UsageError
+from jobstate.errors import (
+    EpisodeUnknown,
+    JobstateError,
+    LockTimeout,
+    StepAlreadyCompleted,
+    SubmissionUnknown,
+    UsageError,
+)
 from jobstate.paid import paid_step, resolve
 from jobstate.review import approve, complete
 from jobstate.store import Store
@@ -73,10 +80,11 @@ def test_guard_refuses_before_credentials_or_client(store: Store, repo: Path, ep
         _dirty_modified(repo, episode)
     head = git(repo, "rev-parse", "HEAD")
     spy = Spy()
-    with pytest.raises(EpisodeUnknown) as info, paid_step(store, target, "generate"):
+    with pytest.raises(JobstateError) as info, paid_step(store, target, "generate"):
         spy.load_credentials()
         spy.client()
-    assert info.value.exit_code == 5
+    # malformed ID and dirty state are bad input (2); unknown or uncommitted episodes 5
+    assert info.value.exit_code == (5 if case in ("unknown", "uncommitted") else 2)
     assert (spy.credentials_read, spy.clients_built) == (0, 0)
     assert git(repo, "rev-parse", "HEAD") == head
 
@@ -88,10 +96,10 @@ def test_no_paid_or_state_command_creates_an_episode(repo: Path, vendor: VendorS
         ["approve", "--episode", "2026-W32-0", "--by", "ed"],
         ["complete", "--episode", "2026-W32-0"],
         ["resolve", "--episode", "2026-W32-0", "--step", "generate", "--not-submitted", "--by", "a", "--reason", "b"],
-        ["run", "--episode", "latest", "--step", "generate", "--", *cmd],
     ):
         proc = run_cli(*args, cwd=repo)
         assert proc.returncode == 5, (args, proc.stderr)
+    assert run_cli("run", "--episode", "latest", "--step", "generate", "--", *cmd, cwd=repo).returncode == 2
     assert sorted(p.name for p in (repo / "state").iterdir()) == [".gitkeep"]
     assert vendor.charges() == []
 
