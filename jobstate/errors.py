@@ -134,10 +134,14 @@ class IndexBusy(JobstateError, TimeoutError):
     exit_code = LOCK_OR_REMOTE
 
 
-class StepAlreadyCompleted(JobstateError):
-    """The step finished earlier; nothing is run or paid again (exit 0)."""
+class AlreadyRecorded(JobstateError):
+    """What was asked is already recorded (a decision re-run after a kill that landed): nothing new, exit 0."""
 
     exit_code = OK
+
+
+class StepAlreadyCompleted(AlreadyRecorded):
+    """The step finished earlier; nothing is run or paid again (exit 0)."""
 
 
 class CommandFailed(JobstateError):

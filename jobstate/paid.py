@@ -28,6 +28,7 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode
 from jobstate.episode_files import artifacts, cost_entries, record_change, submissions
 from jobstate.errors import (
+    AlreadyRecorded,
     DirtyState,
     EpisodeUnknown,
     JobstateError,
@@ -299,8 +300,31 @@ def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
     return transact(store, decide)
 
 
+def _refuse_settled(episode_id: str, step: str, last: dict[str, Any], ref: str | None) -> None:
+    state = last.get("state")
+    resolution = last.get("resolution")
+    if isinstance(resolution, dict):
+        asked = "accepted" if ref else "not-submitted"
+        same = resolution.get("decision") == asked and (ref is None or last.get("remote_ref") == ref)
+        what = f"accepted as {last.get('remote_ref')}" if resolution.get("decision") == "accepted" else asked
+        if same:
+            # the same decision re-run (e.g. after a kill that landed): record nothing new
+            raise AlreadyRecorded(
+                f"step {step} of {episode_id} attempt {last.get('attempt')} was already resolved as {what} "
+                f"by {resolution.get('by')} at {resolution.get('at')}; nothing new recorded"
+            )
+        raise UsageError(
+            f"step {step} of {episode_id} attempt {last.get('attempt')} was already resolved as {what} by "
+            f"{resolution.get('by')} at {resolution.get('at')} (it is now {state}); nothing to resolve"
+        )
+    raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
+
+
 def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, by: str, reason: str) -> str:
-    """Record an operator's decision on an unknown submission; returns what happens next."""
+    """Record an operator's decision on an unknown submission; returns what happens next.
+
+    AlreadyRecorded (exit 0) when the same decision was recorded already (a re-run after a kill).
+    """
     validate_step(step)
     if not by.strip() or not reason.strip():
         raise UsageError("resolve needs --by NAME and --reason TEXT: the decision is recorded for review")
@@ -310,9 +334,10 @@ def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, b
         guard(store, episode_id)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
-        if not attempts or attempts[-1].get("state") != "intent":
-            state = attempts[-1].get("state") if attempts else "never started"
-            raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
+        if attempts and attempts[-1].get("state") != "intent":
+            _refuse_settled(episode_id, step, attempts[-1], ref)
+        if not attempts:
+            raise UsageError(f"step {step} of {episode_id} was never started; nothing to resolve")
         last = attempts[-1]
         now = format_time(store.now())
         decision = {"decision": "accepted" if ref else "not-submitted", "by": by, "at": now, "reason": reason}

@@ -9,14 +9,17 @@ from jobstate.core.clock import format_time
 from jobstate.core.layout import APPROVAL, history_path
 from jobstate.core.money import totals
 from jobstate.episode_files import approval, artifacts, cost_entries, load_record, record_change, submissions
-from jobstate.errors import StepAlreadyCompleted, SubmissionUnknown, UsageError
+from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, SubmissionUnknown, UsageError
 from jobstate.paid import guard, resolve_command
 from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
 
 
 def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, reason: str = "") -> dict[str, Any]:
-    """Record an approval (or rejection) of the episode's output and commit it."""
+    """Record an approval (or rejection) of the episode's output and commit it.
+
+    AlreadyRecorded (exit 0) when the latest decision is this one (same status, person and reason).
+    """
     if not by.strip():
         raise UsageError("approve needs --by NAME")
     if reject and not reason.strip():
@@ -29,6 +32,12 @@ def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, rea
         decision = {"status": "rejected" if reject else "approved", "by": by, "at": format_time(store.now())}
         if reason:
             decision["reason"] = reason
+        latest = (data.get("decisions") or [None])[-1]
+        if isinstance(latest, dict) and all(latest.get(k) == decision.get(k) for k in ("status", "by", "reason")):
+            # the same decision re-run (e.g. after a kill that landed): record nothing new
+            raise AlreadyRecorded(
+                f"{episode_id} was already {latest['status']} by {by} at {latest.get('at')}; nothing new recorded"
+            )
         data["decisions"] = [*data.get("decisions", []), decision]
         message = f"{decision['status']} {episode_id} by {by}"
         return record_change(store, episode_id, {APPROVAL: data}, message, result=decision)
@@ -55,7 +64,7 @@ def complete(store: Store, episode_id: str) -> dict[str, Any]:
 
     def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
         if store.path(history_path(episode_id)).exists():
-            raise StepAlreadyCompleted(f"episode {episode_id} is already completed")
+            raise StepAlreadyCompleted(f"episode {episode_id} is already completed; nothing new recorded")
         episode = guard(store, episode_id)
         _refuse_open_steps(store, episode_id, "complete")
         decision = approval(store, episode_id)
