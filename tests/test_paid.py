@@ -373,7 +373,7 @@ def test_complete_refuses_unknown_and_unapproved(store: Store, repo: Path, episo
 
 
 def test_resolve_requires_an_unknown_step_and_who_and_why(store: Store, episode: str) -> None:
-    with pytest.raises(UsageError, match="not unknown"):
+    with pytest.raises(UsageError, match="never started"):
         resolve(store, episode, "generate", accepted="task-1", by="ops", reason="x")
     with pytest.raises(UsageError):
         resolve(store, episode, "generate", accepted=None, by=" ", reason="x")
