@@ -43,7 +43,7 @@ from jobstate.store import Store
 from jobstate.transaction import StateChange, sync, transact
 
 
-def guard(store: Store, episode_id: str) -> Episode:
+def guard(store: Store, episode_id: str, *, clean: bool = True) -> Episode:
     """Refuse unless the episode exists and is committed in HEAD (else EpisodeUnknown, exit 5),
     its ID is well formed (else UsageError, exit 2) and its directory is clean (else DirtyState, exit 2).
 
@@ -64,7 +64,8 @@ def guard(store: Store, episode_id: str) -> Episode:
         raise EpisodeUnknown(
             f"episode {episode_id} is not committed; run the same jobstate allocate again to commit it"
         )
-    dirty = store.git.status(directory)
+    # cleanliness only means something under the lock: outside it, another step's write may be half done
+    dirty = store.git.status(directory) if clean else []
     if dirty:
         raise DirtyState(
             f"{dirty[0][1]} in episode {episode_id} is uncommitted or untracked; commit or remove it "
@@ -233,7 +234,7 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
     validate_step(step)
     if store.remote is not None or store.interrupted():
         sync(store)  # finish what a killed jobstate left; with a remote, the episode may be from another host
-    guard(store, episode_id)  # before any credential or vendor client
+    guard(store, episode_id, clean=False)  # before any credential or vendor client; clean under the lock in _begin
     step_lock = FileLock(store.private / "steps" / f"{episode_id}.{step}.lock", timeout=0)
     try:
         step_lock.__enter__()
