@@ -82,7 +82,7 @@ def _allocate(a: argparse.Namespace) -> int:
 def _show(a: argparse.Namespace) -> int:
     from jobstate.commands.show import show  # noqa: PLC0415
 
-    return show(_options(a), a.episode_id, as_json=a.json)
+    return show(_options(a), a.episode_id, as_json=a.json, records=a.records)
 
 
 def _list(a: argparse.Namespace) -> int:
@@ -162,8 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--at", help="scheduled time, ISO 8601; mapped to a period in the configured timezone")
     json_flag(p)
 
-    p = command("show", _show, "print one episode (read-only)")
+    p = command("show", _show, "print one episode and its status now (read-only)")
     p.add_argument("episode_id", help="an episode ID, e.g. 2026-W32-0")
+    p.add_argument(
+        "--records",
+        action="store_true",
+        help="also print submissions, costs, artifacts and approval (always with --json)",
+    )
     json_flag(p)
 
     p = command("list", _list, "list episodes, optionally of one period (read-only)")

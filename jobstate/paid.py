@@ -21,7 +21,15 @@ from typing import Any
 from jobstate.catalog import Catalog
 from jobstate.core.clock import format_time
 from jobstate.core.keys import idempotency_key
-from jobstate.core.layout import ARTIFACTS, COSTS, SUBMISSIONS, episode_dir, episode_path, history_path
+from jobstate.core.layout import (
+    ARTIFACTS,
+    COSTS,
+    SUBMISSIONS,
+    episode_dir,
+    episode_path,
+    history_path,
+    step_lock_path,
+)
 from jobstate.core.money import Charge, recorded_charge, validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.periods import parse_episode_id
@@ -235,7 +243,7 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
     if store.remote is not None or store.interrupted():
         sync(store)  # finish what a killed jobstate left; with a remote, the episode may be from another host
     guard(store, episode_id, clean=False)  # before any credential or vendor client; clean under the lock in _begin
-    step_lock = FileLock(store.private / "steps" / f"{episode_id}.{step}.lock", timeout=0)
+    step_lock = FileLock(store.path(step_lock_path(episode_id, step)), timeout=0)
     try:
         step_lock.__enter__()
     except JobstateError as exc:
