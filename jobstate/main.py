@@ -70,7 +70,7 @@ def _options(a: argparse.Namespace) -> StoreOptions:
 def _init(a: argparse.Namespace) -> int:
     from jobstate.commands.init import init  # noqa: PLC0415
 
-    return init(a.repo, git_init=a.git_init)
+    return init(a.repo, git_init=a.git_init, remote=a.remote)
 
 
 def _allocate(a: argparse.Namespace) -> int:
@@ -133,6 +133,36 @@ def _migrate(a: argparse.Namespace) -> int:
     return migrate(_options(a), dry_run=a.dry_run)
 
 
+RUN_EPILOG = """\
+CMD runs without a shell, after the guard (the episode exists, is committed and clean; the step is
+not running elsewhere, not unknown, not completed), with this environment:
+  JOBSTATE_EPISODE          the episode ID
+  JOBSTATE_STEP             the step name
+  JOBSTATE_IDEMPOTENCY_KEY  send it to the vendor: the same attempt always sends the same key
+  JOBSTATE_EPISODE_DIR      the episode directory; write artifacts here
+  JOBSTATE_REMOTE_REF       the vendor's task reference when resuming an accepted task (else unset)
+  JOBSTATE_RESULT           the file CMD reports through (below)
+  JOBSTATE_REPO             the state repository
+
+The result protocol: CMD writes one JSON object to $JOBSTATE_RESULT, every field optional; it may
+write it early (as soon as the vendor accepted) and again at the end:
+  {"remote_ref": "task-81",
+   "cost": {"amount": "12.40", "currency": "USD", "charge_id": "optional"},
+   "artifacts": ["final.mp4"]}
+  remote_ref   the vendor accepted the submission as this task (committed at once)
+  submitted    false: the vendor certainly did not accept it (a new attempt may follow)
+  error        why, with "submitted": false
+  cost         one charge or a list of them; amounts are decimal strings, never JSON numbers;
+               a charge reported again is not added twice, one that contradicts the ledger is exit 4
+  artifacts    paths inside JOBSTATE_EPISODE_DIR, recorded with sha256 and size, and committed
+Unknown fields, or exit 0 without a result file, get a warning on stderr.
+
+Exit codes: 0 done (or already completed); 9 CMD failed (its own code on stderr); 2 bad input;
+3 the step or the lock is held elsewhere; 5 unknown episode; 6 an earlier attempt is unknown
+(run: jobstate resolve ...); 4 a charge contradicts the ledger; 7 state cannot be read.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (also used to document the commands)."""
     common = _Parser(add_help=False)
@@ -140,10 +170,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="jobstate", description="Durable, idempotent episode IDs for recurring paid jobs.")
     parser.add_argument("--version", action="version", version=f"jobstate {__version__}")
     _add_common(parser, None)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=_Parser,
+        metavar="COMMAND",
+        help="jobstate COMMAND --help for its options",
+    )
 
-    def command(name: str, func: Dispatch, text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, parents=[common], help=text, description=text)
+    def command(name: str, func: Dispatch, text: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            parents=[common],
+            help=text,
+            description=text,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(func=func)
         return p
 
@@ -175,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--period", help="only this period, e.g. 2026-W32")
     json_flag(p)
 
-    p = command("run", _run, "run a paid step's command after the guard, recording what it reports")
+    p = command("run", _run, "run a paid step's command after the guard, recording what it reports", RUN_EPILOG)
     p.add_argument("--episode", required=True, help="an allocated, committed episode ID")
     p.add_argument("--step", required=True, help="step name: lower-case letters, digits, - and _ (e.g. generate)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (run without a shell)")
