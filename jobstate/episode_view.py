@@ -4,25 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobstate.core.layout import PRIVATE, history_path
+from jobstate.core.layout import history_path
 from jobstate.core.money import totals
 from jobstate.core.records import Episode
 from jobstate.core.status import episode_status, step_status
 from jobstate.episode_files import approval, artifacts, cost_entries, submissions
-from jobstate.lock import read_holder
+from jobstate.leftovers import running_steps
 from jobstate.store import Store
 from jobstate.yamlio import load_file
-
-
-def running_steps(store: Store, episode_id: str) -> set[str]:
-    """Steps of the episode whose step lock is held now (host-local). This is a read-only operation."""
-    directory = store.path(f"{PRIVATE}/steps")
-    prefix = f"{episode_id}."
-    try:
-        names = [p.name for p in directory.iterdir() if p.name.startswith(prefix) and p.name.endswith(".lock")]
-    except OSError:
-        return set()
-    return {n[len(prefix) : -len(".lock")] for n in names if read_holder(directory / n) is not None}
 
 
 def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -46,16 +46,20 @@ from jobstate.errors import (
     UsageError,
 )
 from jobstate.hashing import sha256_file
+from jobstate.leftovers import put_aside
 from jobstate.lock import FileLock
 from jobstate.store import Store
 from jobstate.transaction import StateChange, sync, transact
 
 
-def guard(store: Store, episode_id: str, *, clean: bool = True) -> Episode:
+def guard(
+    store: Store, episode_id: str, *, clean: bool = True, notify: Callable[[str], None] = lambda _line: None
+) -> Episode:
     """Refuse unless the episode exists and is committed in HEAD (else EpisodeUnknown, exit 5),
     its ID is well formed (else UsageError, exit 2) and its directory is clean (else DirtyState, exit 2).
 
-    Runs before anything a paid step does; reads only.
+    Runs before anything a paid step does. With ``clean`` (under the lock), what a killed step
+    left in the episode directory is put aside first (jobstate.leftovers) and ``notify`` told.
     """
     try:
         parse_episode_id(episode_id)
@@ -74,6 +78,8 @@ def guard(store: Store, episode_id: str, *, clean: bool = True) -> Episode:
         )
     # cleanliness only means something under the lock: outside it, another step's write may be half done
     dirty = store.git.status(directory) if clean else []
+    if dirty and put_aside(store, episode_id, dirty, format_time(store.now()), notify):
+        dirty = store.git.status(directory)
     if dirty:
         raise DirtyState(
             f"{dirty[0][1]} in episode {episode_id} is uncommitted or untracked; commit or remove it "
@@ -232,7 +238,9 @@ class PaidStep:
 
 
 @contextmanager
-def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
+def paid_step(
+    store: Store, episode_id: str, step: str, *, notify: Callable[[str], None] = lambda _line: None
+) -> Iterator[PaidStep]:
     """Guard, then intent (or resume), then the body; completion is committed when it returns.
 
     Raises EpisodeUnknown (exit 5) before the body when the episode is missing,
@@ -255,7 +263,7 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
             holder,
         ) from None
     try:
-        handle = _begin(store, episode_id, step)
+        handle = _begin(store, episode_id, step, notify)
         yield handle
         handle._update(
             f"done {episode_id} {step} attempt {handle.attempt}",
@@ -265,9 +273,9 @@ def paid_step(store: Store, episode_id: str, step: str) -> Iterator[PaidStep]:
         step_lock.__exit__(None, None, None)
 
 
-def _begin(store: Store, episode_id: str, step: str) -> PaidStep:
+def _begin(store: Store, episode_id: str, step: str, notify: Callable[[str], None]) -> PaidStep:
     def decide(_cat: Catalog) -> StateChange[PaidStep]:
-        episode = guard(store, episode_id)  # again, under the lock
+        episode = guard(store, episode_id, notify=notify)  # again, under the lock
         steps = submissions(store, episode_id)
         attempts = steps.setdefault(step, [])
         last = attempts[-1] if attempts else None
@@ -329,7 +337,16 @@ def _refuse_settled(episode_id: str, step: str, last: dict[str, Any], ref: str |
     raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
 
 
-def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, by: str, reason: str) -> str:
+def resolve(
+    store: Store,
+    episode_id: str,
+    step: str,
+    *,
+    accepted: str | None,
+    by: str,
+    reason: str,
+    notify: Callable[[str], None] = lambda _line: None,
+) -> str:
     """Record an operator's decision on an unknown submission; returns what happens next.
 
     AlreadyRecorded (exit 0) when the same decision was recorded already (a re-run after a kill).
@@ -340,7 +357,7 @@ def resolve(store: Store, episode_id: str, step: str, *, accepted: str | None, b
     ref = validate_remote_ref(accepted) if accepted is not None else None
 
     def decide(_cat: Catalog) -> StateChange[str]:
-        guard(store, episode_id)
+        guard(store, episode_id, notify=notify)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
         if attempts and attempts[-1].get("state") != "intent":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jobstate.catalog import Catalog
@@ -15,7 +16,15 @@ from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
 
 
-def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, reason: str = "") -> dict[str, Any]:
+def approve(
+    store: Store,
+    episode_id: str,
+    *,
+    by: str,
+    reject: bool = False,
+    reason: str = "",
+    notify: Callable[[str], None] = lambda _line: None,
+) -> dict[str, Any]:
     """Record an approval (or rejection) of the episode's output and commit it.
 
     AlreadyRecorded (exit 0) when the latest decision is this one (same status, person and reason).
@@ -26,7 +35,7 @@ def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, rea
         raise UsageError("a rejection needs --reason TEXT")
 
     def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
-        guard(store, episode_id)
+        guard(store, episode_id, notify=notify)
         _refuse_open_steps(store, episode_id, "approve")
         data = load_record(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
         decision = {"status": "rejected" if reject else "approved", "by": by, "at": format_time(store.now())}
@@ -59,13 +68,13 @@ def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
             )
 
 
-def complete(store: Store, episode_id: str) -> dict[str, Any]:
+def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = lambda _line: None) -> dict[str, Any]:
     """Write and commit history/<id>.yaml; refuses while a step is unknown or the episode unapproved."""
 
     def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
         if store.path(history_path(episode_id)).exists():
             raise StepAlreadyCompleted(f"episode {episode_id} is already completed; nothing new recorded")
-        episode = guard(store, episode_id)
+        episode = guard(store, episode_id, notify=notify)
         _refuse_open_steps(store, episode_id, "complete")
         decision = approval(store, episode_id)
         if decision is None or decision.get("status") != "approved":

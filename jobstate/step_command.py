@@ -65,7 +65,7 @@ def run_step_command(
     """
     if not command:
         raise UsageError("jobstate run needs a command after --, e.g. jobstate run --episode E --step S -- ./generate")
-    with paid_step(store, episode_id, step_name) as step:
+    with paid_step(store, episode_id, step_name, notify=notify) as step:
         result = store.private / "results" / f"{episode_id}.{step_name}.{step.attempt}.json"
         result.parent.mkdir(parents=True, exist_ok=True)
         result.unlink(missing_ok=True)

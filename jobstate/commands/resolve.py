@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobstate.commands._output import note
 from jobstate.paid import resolve as resolve_step
 from jobstate.store import StoreOptions
 
@@ -9,6 +10,6 @@ from jobstate.store import StoreOptions
 def resolve(options: StoreOptions, *, episode: str, step: str, accepted: str | None, by: str, reason: str) -> int:
     """Record an operator's decision on an unknown submission and say what happens next."""
     with options.open() as store:
-        outcome = resolve_step(store, episode, step, accepted=accepted, by=by, reason=reason)
+        outcome = resolve_step(store, episode, step, accepted=accepted, by=by, reason=reason, notify=note)
     print(outcome)
     return 0

@@ -1,0 +1,78 @@
+"""What a killed ``jobstate run`` (or its command) leaves in an episode directory, recognised under the lock.
+
+Called under the jobstate lock, where no live jobstate can be writing: a ``.tmp-*`` file in the
+episode directory is then what a killed atomic write left, and is removed. Any other untracked
+file is what a killed step's command wrote and nobody recorded: unless a step of the episode is
+running now (its command may still be writing), it is moved, never deleted, to
+``.jobstate/leftovers/<episode_id>/<time>/`` and the caller is told where. Files that git tracks
+and that differ from HEAD are edits by a person: they stay, and the guard refuses.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from jobstate.atomic import TEMP_PREFIX
+from jobstate.core.layout import PRIVATE, episode_dir
+from jobstate.lock import read_holder
+from jobstate.store import Store
+
+LEFTOVERS = f"{PRIVATE}/leftovers"
+
+
+def running_steps(store: Store, episode_id: str, *, other_than_us: bool = False) -> set[str]:
+    """Steps of the episode whose step lock is held now (host-local). This is a read-only operation."""
+    directory = store.path(f"{PRIVATE}/steps")
+    prefix = f"{episode_id}."
+    try:
+        names = [p.name for p in directory.iterdir() if p.name.startswith(prefix) and p.name.endswith(".lock")]
+    except OSError:
+        return set()
+    found = set()
+    for name in names:
+        holder = read_holder(directory / name)
+        if holder is not None and not (other_than_us and holder.get("pid") == os.getpid()):
+            found.add(name[len(prefix) : -len(".lock")])
+    return found
+
+
+def put_aside(
+    store: Store, episode_id: str, dirty: list[tuple[str, str]], stamp: str, notify: Callable[[str], None]
+) -> bool:
+    """Under the lock: remove killed writes' temp files and move a killed step's unrecorded output aside.
+
+    ``dirty`` is git's status of the episode directory; returns whether anything was removed or moved.
+    """
+    directory = episode_dir(episode_id)
+    untracked = [path for code, path in dirty if code == "??"]
+    if not untracked:
+        return False
+    changed = False
+    busy = running_steps(store, episode_id, other_than_us=True)
+    target: Path | None = None
+    for rel in untracked:
+        source = store.path(rel)
+        if source.name.startswith(TEMP_PREFIX):
+            source.unlink(missing_ok=True)
+            changed = True
+            notify(f"removed {rel}, left by an interrupted jobstate write")
+            continue
+        if busy:
+            continue  # step(s) running now may still be writing it: the guard refuses with the file's name
+        if target is None:
+            store.ensure_private()
+            base = store.path(f"{LEFTOVERS}/{episode_id}")
+            base.mkdir(parents=True, exist_ok=True)
+            target = Path(tempfile.mkdtemp(prefix=stamp.replace(":", "") + "-", dir=base))
+        dest = target / Path(rel).relative_to(directory)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        source.replace(dest)
+        changed = True
+        notify(
+            f"moved {rel} to {dest.relative_to(store.root)}: written by an interrupted step and never "
+            "recorded (nothing deleted)"
+        )
+    return changed

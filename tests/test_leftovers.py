@@ -1,0 +1,116 @@
+"""What a killed jobstate run leaves in the episode directory does not wedge later runs (issue 10, classes 2-3)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobstate.main import main
+
+from .conftest import git, status
+
+EID = "2026-W32-0"
+
+
+@pytest.fixture
+def episode(repo: Path) -> str:
+    assert main(["--repo", str(repo), "allocate", "--key", "k", "--week", "2026-W32"]) == 0
+    return EID
+
+
+def _cli(repo: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["--repo", str(repo), *args])
+    return code, capsys.readouterr().err
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), f"jobstate run did not start CMD (exit {proc.poll()})"
+
+
+def _start_run(repo: Path, step: str, script: str) -> subprocess.Popen[bytes]:
+    args = ["run", "--episode", EID, "--step", step, "--", sys.executable, "-c", script]
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobstate", "--repo", str(repo), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group: the kill takes CMD with it
+    )
+
+
+def test_output_of_a_killed_run_is_put_aside_not_left_for_the_user(
+    repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ready = tmp_path / "ready"
+    script = (
+        "import os, pathlib, time\n"
+        "d = pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR'])\n"
+        "(d / 'parts').mkdir()\n"
+        "(d / 'parts' / 'out.bin').write_bytes(b'half a video')\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(600)\n"
+    )
+    proc = _start_run(repo, "generate", script)
+    _wait_for(ready, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert "state/2026-W32-0/parts/out.bin" in status(repo)
+
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", sys.executable, "-c", "pass")
+    assert code == 6, err  # the right refusal: the attempt is unknown, not "the episode is dirty"
+    assert "moved state/2026-W32-0/parts/out.bin to .jobstate/leftovers/2026-W32-0/" in err
+    assert "nothing deleted" in err
+    kept = list((repo / ".jobstate" / "leftovers" / EID).glob("*/parts/out.bin"))
+    assert [p.read_bytes() for p in kept] == [b"half a video"]
+    assert status(repo) == ""
+
+    resolve = ["resolve", "--episode", EID, "--step", "generate", "--not-submitted", "--by", "ops", "--reason", "r"]
+    assert _cli(repo, capsys, *resolve)[0] == 0
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", sys.executable, "-c", "pass")
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("where", ["state/2026-W32-0/.tmp-k1ll3d", "state/2026-W32-0/sub/.tmp-x"])
+def test_a_killed_writes_temp_file_is_removed_under_the_lock(
+    repo: Path, episode: str, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    (repo / where).parent.mkdir(parents=True, exist_ok=True)
+    (repo / where).write_bytes(b"schema: 1\nsteps: {gen")
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", sys.executable, "-c", "pass")
+    assert code == 0, err
+    assert f"removed {where}" in err
+    assert not (repo / where).exists()
+    assert status(repo) == ""
+
+
+def test_output_of_a_step_running_now_is_left_alone(
+    repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    script = (
+        "import os, pathlib, time\n"
+        "(pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR']) / 'writing.bin').write_bytes(b'...')\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
+    )
+    proc = _start_run(repo, "generate", script)
+    try:
+        _wait_for(ready, proc)
+        head = git(repo, "rev-parse", "HEAD")
+        code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "render", "--", sys.executable, "-c", "pass")
+        assert code == 2, err  # refused while the other step may still be writing; nothing moved
+        assert "writing.bin" in err
+        assert (repo / "state" / EID / "writing.bin").exists()
+        assert git(repo, "rev-parse", "HEAD") == head
+    finally:
+        go.write_text("go")
+        proc.wait(timeout=60)
