@@ -107,9 +107,13 @@ class EpisodeUnknown(JobstateError, LookupError):
 
 
 class SubmissionUnknown(JobstateError):
-    """Nobody can confirm whether the vendor accepted an earlier attempt."""
+    """Nobody can confirm whether the vendor accepted an earlier attempt (``attempt``, when known)."""
 
     exit_code = SUBMISSION_UNKNOWN
+
+    def __init__(self, message: str, attempt: int | None = None) -> None:
+        super().__init__(message)
+        self.attempt = attempt
 
 
 class StateInvalid(JobstateError):

@@ -290,7 +290,8 @@ def _begin(store: Store, episode_id: str, step: str, notify: Callable[[str], Non
                 f"{last.get('idempotency_key')}) was started on host {last.get('host', '?')} (pid "
                 f"{last.get('pid', '?')}) at {last.get('started_at')} and its acceptance is not recorded: "
                 "if that run is still going, wait for it; otherwise check with the vendor, then run: "
-                f"{resolve_command(episode_id, step)}"
+                f"{resolve_command(episode_id, step)}",
+                int(last["attempt"]) if isinstance(last.get("attempt"), int) else None,
             )
         if last is not None and state == "accepted":
             return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
-from jobstate.errors import CommandFailed, JobstateError, UsageError
-from jobstate.paid import PaidStep, paid_step
+from jobstate.errors import CommandFailed, JobstateError, SubmissionUnknown, UsageError
+from jobstate.paid import PaidStep, paid_step, resolve
 from jobstate.store import Store
 
 REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
@@ -65,34 +65,76 @@ def run_step_command(
     """
     if not command:
         raise UsageError("jobstate run needs a command after --, e.g. jobstate run --episode E --step S -- ./generate")
-    with paid_step(store, episode_id, step_name, notify=notify) as step:
-        result = store.private / "results" / f"{episode_id}.{step_name}.{step.attempt}.json"
-        result.parent.mkdir(parents=True, exist_ok=True)
-        result.unlink(missing_ok=True)
-        env = _environment(store, episode_id, step_name, step, result)
-        if step.remote_ref:
-            notify(f"resuming remote task {step.remote_ref} of {step_name}")
-        try:
-            proc = subprocess.run(list(command), env=env, check=False)
-        except OSError as exc:
-            step.not_submitted(f"command could not start: {exc.strerror}")
-            raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
-        report = _read_report(result)
-        if report is None:
-            report = {}
-            if code == 0:
-                notify(
-                    f"warning: {command[0]} exited 0 without writing $JOBSTATE_RESULT; "
-                    f"step {step_name} is recorded as completed with no remote task, cost or artifact"
-                )
-        _warn_unknown_fields(report, result, notify)
-        _record(step, episode_id, step_name, report, result=result, notify=notify)
-        if code != 0:
-            state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
-            if step.remote_ref is None and report.get("submitted") is not False:
-                state = "unknown: the next run refuses until it is resolved"
-            raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
+    entered = False
+    try:
+        with paid_step(store, episode_id, step_name, notify=notify) as step:
+            entered = True
+            _run(step, command, notify)
+    except SubmissionUnknown as exc:
+        if entered or not _accept_early_report(store, episode_id, step_name, exc, notify):
+            raise
+        with paid_step(store, episode_id, step_name, notify=notify) as step:
+            _run(step, command, notify)
+
+
+def result_path(store: Store, episode_id: str, step_name: str, attempt: int) -> Path:
+    """The ``$JOBSTATE_RESULT`` file of one attempt (git-ignored, under .jobstate/)."""
+    return store.private / "results" / f"{episode_id}.{step_name}.{attempt}.json"
+
+
+def _accept_early_report(
+    store: Store, episode_id: str, step_name: str, unknown: SubmissionUnknown, notify: Callable[[str], None]
+) -> bool:
+    """An unknown attempt whose CMD wrote a remote reference before it was killed was accepted:
+    record that (as a resolution by jobstate, naming the file) instead of asking a person."""
+    if unknown.attempt is None:
+        return False
+    path = result_path(store, episode_id, step_name, unknown.attempt)
+    try:
+        report = _read_report(path)
+    except UsageError:
+        return False  # half written by a killed CMD: it proves nothing
+    ref = None if report is None else report.get("remote_ref")
+    if not isinstance(ref, str):
+        return False
+    reason = f"the command's result file {path.name}, written before it was interrupted, names remote task {ref}"
+    try:
+        resolve(store, episode_id, step_name, accepted=ref, by="jobstate", reason=reason, notify=notify)
+    except JobstateError:
+        return False  # settled meanwhile, or not a valid reference: the original refusal stands
+    notify(f"step {step_name} attempt {unknown.attempt}: {reason}; recorded as accepted, resuming it")
+    return True
+
+
+def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) -> None:
+    store, episode_id, step_name = step.store, step.episode.episode_id, step.step
+    result = result_path(store, episode_id, step_name, step.attempt)
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.unlink(missing_ok=True)
+    env = _environment(store, episode_id, step_name, step, result)
+    if step.remote_ref:
+        notify(f"resuming remote task {step.remote_ref} of {step_name}")
+    try:
+        proc = subprocess.run(list(command), env=env, check=False)
+    except OSError as exc:
+        step.not_submitted(f"command could not start: {exc.strerror}")
+        raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+    code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
+    report = _read_report(result)
+    if report is None:
+        report = {}
+        if code == 0:
+            notify(
+                f"warning: {command[0]} exited 0 without writing $JOBSTATE_RESULT; "
+                f"step {step_name} is recorded as completed with no remote task, cost or artifact"
+            )
+    _warn_unknown_fields(report, result, notify)
+    _record(step, episode_id, step_name, report, result=result, notify=notify)
+    if code != 0:
+        state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
+        if step.remote_ref is None and report.get("submitted") is not False:
+            state = "unknown: the next run refuses until it is resolved"
+        raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
 
 
 def _warn_unknown_fields(report: dict[str, object], result: Path, notify: Callable[[str], None]) -> None:

@@ -28,10 +28,10 @@ def test_an_oversized_state_file_is_exit_7_naming_the_file_and_the_limit(
     assert main(["--repo", str(repo), "allocate", "--key", "k", "--week", "2026-W32"]) == 0
     _oversized(repo, rel)
     capsys.readouterr()
-    for args in (["show", EID], ["list"], ["approve", "--episode", EID, "--by", "ed"]):
-        code = main(["--repo", str(repo), *args])
+    for command in (["show", EID], ["list"], ["approve", "--episode", EID, "--by", "ed"]):
+        code = main(["--repo", str(repo), *command])
         err = capsys.readouterr().err
-        assert code == 7, (args, err)
+        assert code == 7, (command, err)
         assert rel in err
         assert "MiB limit" in err
     for args in (("verify",), ("verify", "--rev", "HEAD")):

@@ -114,3 +114,45 @@ def test_output_of_a_step_running_now_is_left_alone(
     finally:
         go.write_text("go")
         proc.wait(timeout=60)
+
+
+def test_an_early_remote_ref_of_a_killed_run_is_taken_as_acceptance(
+    repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ready = tmp_path / "ready"
+    script = (
+        "import json, os, pathlib, time\n"
+        "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({'remote_ref': 'task-9'}))\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(600)\n"
+    )
+    proc = _start_run(repo, "generate", script)
+    _wait_for(ready, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # jobstate and CMD: the reference was never recorded
+    proc.wait(timeout=60)
+    seen = tmp_path / "seen"
+    resume = (
+        "import json, os, pathlib\n"
+        f"pathlib.Path({str(seen)!r}).write_text(os.environ.get('JOBSTATE_REMOTE_REF', 'none'))\n"
+        "report = {'remote_ref': 'task-9', 'cost': {'amount': '12.40', 'currency': 'USD'}}\n"
+        "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps(report))\n"
+    )
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", sys.executable, "-c", resume)
+    assert code == 0, err
+    assert "names remote task task-9; recorded as accepted" in err
+    assert seen.read_text() == "task-9"  # resumed, not resubmitted
+    subs = (repo / "state" / EID / "submissions.yaml").read_text()
+    assert "by: jobstate" in subs
+    assert subs.count("attempt: ") == 1
+    assert status(repo) == ""
+
+
+def test_a_half_written_early_result_proves_nothing(
+    repo: Path, episode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", "false")[0] == 9  # unknown
+    result = repo / ".jobstate" / "results" / f"{EID}.generate.1.json"
+    result.write_text('{"remote_ref": "task-')  # killed mid-write
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", sys.executable, "-c", "pass")
+    assert code == 6, err
+    assert "jobstate resolve" in err
