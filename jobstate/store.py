@@ -193,6 +193,13 @@ class Store:
         path = episode_path(episode_id)
         file = self.root / path
         if not file.is_file():
+            remote = self.remote
+            if remote is not None:
+                # another host may have allocated it: advising a new allocation would invite a duplicate run
+                raise EpisodeUnknown(
+                    f"episode {episode_id} is not in this clone, which may be behind {remote}: another host may "
+                    f"have allocated it; fetch it (git pull {remote}) and look again before allocating anything"
+                )
             raise EpisodeUnknown(
                 f"episode {episode_id} does not exist in {self.root / STATE}; allocate it first with: "
                 "jobstate allocate --key KEY --date YYYY-MM-DD"

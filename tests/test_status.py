@@ -14,6 +14,7 @@ import pytest
 from jobstate.core.status import STATUSES, episode_status
 from jobstate.main import main
 
+from .conftest import run_cli
 from .snapshots import tree_state
 
 EID = "2026-W32-0"
@@ -144,3 +145,15 @@ def test_show_and_list_are_read_only(repo: Path, capsys: pytest.CaptureFixture[s
     _cli(repo, capsys, "show", EID, "--records")
     _cli(repo, capsys, "list", "--json")
     assert tree_state(repo) == before
+
+
+def test_show_in_a_clone_that_may_be_behind_the_remote_does_not_advise_allocating(tmp_path: Path) -> None:
+    from .test_remote import make_hosts
+
+    _bare, (one, two) = make_hosts(tmp_path, 2)
+    eid = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=one).stdout.strip()
+    proc = run_cli("show", eid, cwd=two)  # two has not fetched yet
+    assert proc.returncode == 5
+    assert "may be behind origin" in proc.stderr
+    assert "allocate it first" not in proc.stderr
+    assert run_cli("show", eid, cwd=one).returncode == 0
