@@ -24,7 +24,7 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
         raise UsageError(f"{path} is not a directory")
     try:
         root = find_root(path)
-    except UsageError:
+    except NotInitialized:  # a bare repository is refused as it is, never git-init'ed inside
         if not git_init:
             raise NotInitialized(
                 f"{path} is not inside a Git repository: run git init there first, or pass --git-init"

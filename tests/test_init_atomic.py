@@ -69,3 +69,20 @@ def test_a_second_init_finishes_what_an_interrupted_one_left(
     assert main(["--repo", str(plain), "init"]) == 0
     assert "already initialized" in capsys.readouterr().err
     assert git(plain, "rev-list", "--count", "HEAD").strip() == "1"
+
+
+@pytest.mark.parametrize(
+    "args", [["init", "--git-init"], ["init"], ["list"], ["allocate", "--key", "k", "--week", "2026-W32"]]
+)
+def test_a_bare_repository_is_named_and_nothing_is_written_into_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    bare = tmp_path / "some.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    before = tree_state(bare)
+    code = main(["--repo", str(bare), *args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "is a bare Git repository" in err
+    assert "git clone" in err
+    assert tree_state(bare) == before

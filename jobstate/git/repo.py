@@ -32,6 +32,11 @@ def find_root(start: Path) -> Path:
     for candidate in (here, *here.parents):
         if (candidate / ".git").exists():
             return candidate
+    if (here / "HEAD").is_file() and (here / "objects").is_dir() and (here / "refs").is_dir():
+        raise UsageError(
+            f"{start} is a bare Git repository: jobstate keeps its state in a work tree; "
+            f"clone it (git clone {start} DIR) and use the clone"
+        )
     raise NotInitialized(
         f"{start} is not inside a Git repository: run jobstate init --git-init there, or pass --repo PATH"
     )
