@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from jobstate.atomic import TEMP_PREFIX
-from jobstate.core.layout import PRIVATE, episode_dir
+from jobstate.core.layout import PRIVATE, RECORD_FILES, episode_dir
 from jobstate.lock import read_holder
 from jobstate.store import Store
 
@@ -62,6 +62,8 @@ def put_aside(
             continue
         if busy:
             continue  # step(s) running now may still be writing it: the guard refuses with the file's name
+        if Path(rel).name in RECORD_FILES or store.git.in_head(rel):
+            continue  # committed content seen as untracked means a wrong index: never move it, refuse
         if target is None:
             store.ensure_private()
             base = store.path(f"{LEFTOVERS}/{episode_id}")
