@@ -18,10 +18,10 @@ from pathlib import Path
 from jobstate.catalog import Catalog
 from jobstate.config import Config
 from jobstate.core.clock import utc_now
-from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, episode_path
+from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_path
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict
-from jobstate.errors import EpisodeUnknown, NotInitialized, UsageError
+from jobstate.errors import EpisodeUnknown, NotInitialized, StateInvalid, UsageError
 from jobstate.git.objects import blob_sha
 from jobstate.git.repo import GitRepo, find_root
 
@@ -220,6 +220,11 @@ class Store:
             if period_id is not None and not entry.name.startswith(period_id + "-"):
                 continue
             path = episode_path(entry.name)
+            if not (self.root / path).is_file():
+                raise StateInvalid(
+                    f"{STATE}/{entry.name} is not an episode (it has no {EPISODE_FILE}): state/ holds only "
+                    "episode directories; move it out of state/"
+                )
             ep = episode_from_yaml_dict(load_file(self.root / path, path), path, entry.name)
             if period_id is None or ep.period_id == period_id:
                 out.append(ep)

@@ -157,3 +157,21 @@ def test_show_in_a_clone_that_may_be_behind_the_remote_does_not_advise_allocatin
     assert "may be behind origin" in proc.stderr
     assert "allocate it first" not in proc.stderr
     assert run_cli("show", eid, cwd=one).returncode == 0
+
+
+@pytest.mark.parametrize("content", ["empty", "notes"])
+def test_unknown_content_in_state_is_named_and_kept(
+    repo: Path, capsys: pytest.CaptureFixture[str], content: str
+) -> None:
+    _cli(repo, capsys, "allocate", "--key", "k", "--week", "2026-W32")
+    stray = repo / "state" / "drafts"
+    stray.mkdir()
+    if content == "notes":
+        (stray / "notes.txt").write_text("mine\n")
+    capsys.readouterr()
+    code = main(["--repo", str(repo), "list"])
+    err = capsys.readouterr().err
+    assert code == 7, err
+    assert "state/drafts is not an episode (it has no episode.yaml)" in err
+    assert stray.is_dir()
+    assert content == "empty" or (stray / "notes.txt").read_text() == "mine\n"
