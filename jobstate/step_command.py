@@ -15,7 +15,8 @@ from pathlib import Path
 
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.errors import CommandFailed, JobstateError, SubmissionUnknown, UsageError
-from jobstate.paid import PaidStep, paid_step, resolve
+from jobstate.paid import PaidStep, paid_step
+from jobstate.resolution import resolve
 from jobstate.store import Store
 
 REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")

@@ -20,7 +20,8 @@ from jobstate.errors import (
     SubmissionUnknown,
     UsageError,
 )
-from jobstate.paid import paid_step, resolve
+from jobstate.paid import paid_step
+from jobstate.resolution import resolve
 from jobstate.review import approve, complete
 from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator, submit

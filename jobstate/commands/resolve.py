@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobstate.commands._output import note
-from jobstate.paid import resolve as resolve_step
+from jobstate.resolution import resolve as resolve_step
 from jobstate.store import StoreOptions
 
 
