@@ -76,6 +76,12 @@ class LockTimeout(JobstateError, TimeoutError):
         self.holder = holder
 
 
+class StepRunning(JobstateError):
+    """A step of the episode is running now (its step lock is held); its output is not recorded yet."""
+
+    exit_code = LOCK_OR_REMOTE
+
+
 class RemoteUnavailable(JobstateError, ConnectionError):
     """The shared Git remote could not be reached or kept rejecting our update."""
 

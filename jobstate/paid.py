@@ -41,11 +41,12 @@ from jobstate.errors import (
     JobstateError,
     StateInvalid,
     StepAlreadyCompleted,
+    StepRunning,
     SubmissionUnknown,
     UsageError,
 )
 from jobstate.hashing import sha256_file
-from jobstate.leftovers import put_aside
+from jobstate.leftovers import put_aside, running_steps
 from jobstate.lock import FileLock
 from jobstate.store import Store
 from jobstate.transaction import StateChange, sync, transact
@@ -80,9 +81,15 @@ def guard(
     if dirty and put_aside(store, episode_id, dirty, format_time(store.now()), notify):
         dirty = store.git.status(directory)
     if dirty:
+        busy = running_steps(store, episode_id, other_than_us=True)
+        if busy and all(code == "??" for code, _path in dirty):
+            raise StepRunning(
+                f"step {', '.join(sorted(busy))} of {episode_id} is running now and has written {dirty[0][1]}, "
+                "not recorded yet: wait for it to finish, then run this again"
+            )
         raise DirtyState(
-            f"{dirty[0][1]} in episode {episode_id} is uncommitted or untracked; commit or remove it "
-            f"before a paid step (git status -- {directory})"
+            f"{dirty[0][1]} in episode {episode_id} differs from what is committed; commit it or restore it "
+            f"(git checkout -- {dirty[0][1]}) before a paid step (git status -- {directory})"
         )
     if store.path(history_path(episode_id)).exists():
         raise EpisodeUnknown(f"episode {episode_id} is already completed; nothing more can be paid for it")

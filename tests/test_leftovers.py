@@ -107,8 +107,8 @@ def test_output_of_a_step_running_now_is_left_alone(
         _wait_for(ready, proc)
         head = git(repo, "rev-parse", "HEAD")
         code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "render", "--", sys.executable, "-c", "pass")
-        assert code == 2, err  # refused while the other step may still be writing; nothing moved
-        assert "writing.bin" in err
+        assert code == 3, err  # refused while the other step may still be writing; nothing moved
+        assert "step generate of 2026-W32-0 is running now and has written state/2026-W32-0/writing.bin" in err
         assert (repo / "state" / EID / "writing.bin").exists()
         assert git(repo, "rev-parse", "HEAD") == head
     finally:
