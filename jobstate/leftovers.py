@@ -78,3 +78,14 @@ def put_aside(
             "recorded (nothing deleted)"
         )
     return changed
+
+
+def remove_temp_files(store: Store, directory: str, notify: Callable[[str], None]) -> None:
+    """Under the lock: remove the ``.tmp-*`` files killed atomic writes left directly in ``directory``."""
+    try:
+        names = [e.name for e in os.scandir(store.path(directory)) if e.name.startswith(TEMP_PREFIX) and e.is_file()]
+    except OSError:
+        return
+    for name in names:
+        store.path(f"{directory}/{name}").unlink(missing_ok=True)
+        notify(f"removed {directory}/{name}, left by an interrupted jobstate write")

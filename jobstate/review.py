@@ -7,10 +7,11 @@ from typing import Any
 
 from jobstate.catalog import Catalog
 from jobstate.core.clock import format_time
-from jobstate.core.layout import APPROVAL, history_path
+from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.money import totals
 from jobstate.episode_files import approval, artifacts, cost_entries, load_record, record_change, submissions
 from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, SubmissionUnknown, UsageError
+from jobstate.leftovers import remove_temp_files
 from jobstate.paid import guard, resolve_command
 from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
@@ -72,6 +73,7 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
     """Write and commit history/<id>.yaml; refuses while a step is unknown or the episode unapproved."""
 
     def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
+        remove_temp_files(store, HISTORY, notify)  # a killed complete's temp file would fail verify for good
         if store.path(history_path(episode_id)).exists():
             raise StepAlreadyCompleted(f"episode {episode_id} is already completed; nothing new recorded")
         episode = guard(store, episode_id, notify=notify)

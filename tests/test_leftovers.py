@@ -156,3 +156,15 @@ def test_a_half_written_early_result_proves_nothing(
     code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", sys.executable, "-c", "pass")
     assert code == 6, err
     assert "jobstate resolve" in err
+
+
+def test_a_killed_completes_temp_file_in_history_is_removed_by_the_next_complete(
+    repo: Path, episode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(repo, capsys, "approve", "--episode", EID, "--by", "ed")[0] == 0
+    (repo / "history" / ".tmp-k1ll3d").write_text("schema: 1\nepisode_id: 2026-W3")
+    code, err = _cli(repo, capsys, "complete", "--episode", EID)
+    assert code == 0, err
+    assert "removed history/.tmp-k1ll3d" in err
+    assert status(repo) == ""
+    assert _cli(repo, capsys, "verify", "--strict")[0] == 0
