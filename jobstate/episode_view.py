@@ -20,7 +20,8 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
     eid = episode.episode_id
     steps = submissions(store, eid)
     decision = approval(store, eid)
-    running = running_steps(store, eid)
+    # only steps with a record: a run holds its step lock only a moment before its intent is committed
+    running = running_steps(store, eid, steps=steps)
     completed = store.path(history_path(eid)).is_file()
     out = episode.to_yaml_dict()
     out["status"] = episode_status(steps=steps, approval=decision, completed=completed, running=running)

@@ -12,30 +12,35 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from jobstate.atomic import TEMP_PREFIX
-from jobstate.core.layout import PRIVATE, RECORD_FILES, episode_dir
+from jobstate.core.layout import PRIVATE, RECORD_FILES, episode_dir, step_lock_path
 from jobstate.lock import read_holder
 from jobstate.store import Store
 
 LEFTOVERS = f"{PRIVATE}/leftovers"
 
 
-def running_steps(store: Store, episode_id: str, *, other_than_us: bool = False) -> set[str]:
-    """Steps of the episode whose step lock is held now (host-local). This is a read-only operation."""
+def running_steps(
+    store: Store, episode_id: str, *, steps: Iterable[str] | None = None, other_than_us: bool = False
+) -> set[str]:
+    """Steps of the episode whose step lock is held now (host-local): of ``steps``, or of all
+    lock files of the episode. This is a read-only operation."""
     directory = store.path(f"{PRIVATE}/steps")
     prefix = f"{episode_id}."
-    try:
-        names = [p.name for p in directory.iterdir() if p.name.startswith(prefix) and p.name.endswith(".lock")]
-    except OSError:
-        return set()
+    if steps is None:
+        try:
+            names = [p.name for p in directory.iterdir() if p.name.startswith(prefix) and p.name.endswith(".lock")]
+        except OSError:
+            return set()
+        steps = [name[len(prefix) : -len(".lock")] for name in names]
     found = set()
-    for name in names:
-        holder = read_holder(directory / name)
+    for step in steps:
+        holder = read_holder(store.path(step_lock_path(episode_id, step)))
         if holder is not None and not (other_than_us and holder.get("pid") == os.getpid()):
-            found.add(name[len(prefix) : -len(".lock")])
+            found.add(step)
     return found
 
 
