@@ -48,7 +48,7 @@ def reservation_of(step: str, attempt: dict[str, Any], path: str, problems: list
 
 def check_budgets(config_text: bytes | None, facts: dict[str, Facts], problems: list[Problem]) -> None:
     """Spend plus open reservations of every budget period within its caps (errors name period and currency)."""
-    budget = _budget(config_text, problems)
+    budget = _budget(config_text)
     if budget is None:
         return
     used: dict[tuple[str, str], Decimal] = {}
@@ -72,11 +72,10 @@ def check_budgets(config_text: bytes | None, facts: dict[str, Facts], problems: 
             )
 
 
-def _budget(config_text: bytes | None, problems: list[Problem]) -> Budget | None:
-    if not config_text:
+def _budget(config_text: bytes | None) -> Budget | None:
+    if not config_text or not config_text.strip():
         return None
     try:
         return config_from_yaml_dict(loads(config_text, "jobstate.yaml")).budget
-    except (StateInvalid, InvalidOperation) as exc:
-        problems.append(Problem("jobstate.yaml", str(exc).removeprefix("jobstate.yaml: ")))
-        return None
+    except (StateInvalid, InvalidOperation):
+        return None  # verify reports a broken jobstate.yaml once, where it checks the settings

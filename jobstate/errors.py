@@ -1,7 +1,19 @@
 """The one error root of jobstate and the one table of exit codes.
 
 Every failure a user can cause or meet is a ``JobstateError`` whose class says
-which exit code the CLI returns; the README documents the same table.
+which exit code the CLI returns; the README documents the same table. One kind
+of failure gets one code in every command (tests/test_exit_codes.py runs each
+kind through every command that can meet it):
+
+- malformed episode ID (``2026-W32``, ``../x``): 2, bad input, like any malformed value
+- unknown episode (well formed, absent or not committed): 5
+- dirty state (uncommitted or untracked files where jobstate must write): 2, ``DirtyState``
+- uninitialised repository (no state/) or not a Git repository: 2, ``NotInitialized``
+- malformed YAML (any state file or jobstate.yaml, too large to read): 7, verify included;
+  verify reports other invalid state (schema, names, hashes) as problems: exit 1
+- conflict with what is recorded (an allocation key elsewhere, a contradicting charge, a changed request): 4
+- the command run by ``jobstate run`` failed: 9, its own code on stderr
+- a paid step whose reservation does not fit in its period's budget: 8
 """
 
 from __future__ import annotations
@@ -15,6 +27,7 @@ EPISODE_UNKNOWN = 5
 SUBMISSION_UNKNOWN = 6
 STATE_INVALID = 7
 BUDGET_EXCEEDED = 8
+COMMAND_FAILED = 9
 INTERRUPTED = 130  # SIGINT, as shells report it
 
 EXIT_CODES: dict[int, str] = {
@@ -27,6 +40,7 @@ EXIT_CODES: dict[int, str] = {
     SUBMISSION_UNKNOWN: "submission state unknown",
     STATE_INVALID: "state on disk invalid",
     BUDGET_EXCEEDED: "budget exceeded: the step's reservation does not fit in the period's budget",
+    COMMAND_FAILED: "the command run by jobstate run failed (its own code is on stderr)",
     INTERRUPTED: "interrupted (Ctrl-C)",
 }
 
@@ -43,6 +57,14 @@ class UsageError(JobstateError, ValueError):
     exit_code = USAGE
 
 
+class NotInitialized(UsageError):
+    """Not a Git repository, or one that ``jobstate init`` has not set up (no state/)."""
+
+
+class DirtyState(UsageError):
+    """Uncommitted or untracked files where jobstate must read committed state or write."""
+
+
 class LockTimeout(JobstateError, TimeoutError):
     """The jobstate lock was not acquired within the timeout."""
 
@@ -52,6 +74,12 @@ class LockTimeout(JobstateError, TimeoutError):
         super().__init__(message)
         self.path = path
         self.holder = holder
+
+
+class StepRunning(JobstateError):
+    """A step of the episode is running now (its step lock is held); its output is not recorded yet."""
+
+    exit_code = LOCK_OR_REMOTE
 
 
 class RemoteUnavailable(JobstateError, ConnectionError):
@@ -78,6 +106,12 @@ class FingerprintMismatch(JobstateError):
     exit_code = ALLOCATION_CONFLICT
 
 
+class ChargeConflict(JobstateError):
+    """A reported charge contradicts the recorded one with the same identity (another amount or currency)."""
+
+    exit_code = ALLOCATION_CONFLICT
+
+
 class EpisodeUnknown(JobstateError, LookupError):
     """The episode does not exist, is malformed, or is not committed and clean."""
 
@@ -85,9 +119,13 @@ class EpisodeUnknown(JobstateError, LookupError):
 
 
 class SubmissionUnknown(JobstateError):
-    """Nobody can confirm whether the vendor accepted an earlier attempt."""
+    """Nobody can confirm whether the vendor accepted an earlier attempt (``attempt``, when known)."""
 
     exit_code = SUBMISSION_UNKNOWN
+
+    def __init__(self, message: str, attempt: int | None = None) -> None:
+        super().__init__(message)
+        self.attempt = attempt
 
 
 class BudgetExceeded(JobstateError):
@@ -118,15 +156,24 @@ class IndexBusy(JobstateError, TimeoutError):
     exit_code = LOCK_OR_REMOTE
 
 
-class StepAlreadyCompleted(JobstateError):
-    """The step finished earlier; nothing is run or paid again (exit 0)."""
+class AlreadyRecorded(JobstateError):
+    """What was asked is already recorded (a decision re-run after a kill that landed): nothing new, exit 0."""
 
     exit_code = OK
 
 
-class CommandFailed(JobstateError):
-    """The command run by ``jobstate run`` failed; its exit code is passed on."""
+class StepAlreadyCompleted(AlreadyRecorded):
+    """The step finished earlier; nothing is run or paid again (exit 0)."""
 
-    def __init__(self, message: str, code: int) -> None:
+
+class CommandFailed(JobstateError):
+    """The command run by ``jobstate run`` failed: exit 9, never one of jobstate's own codes.
+
+    The command's own exit code (128+N for signal N) is in ``command_code`` and on stderr.
+    """
+
+    exit_code = COMMAND_FAILED
+
+    def __init__(self, message: str, command_code: int) -> None:
         super().__init__(message)
-        self.exit_code = code
+        self.command_code = command_code

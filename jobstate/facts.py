@@ -22,10 +22,16 @@ class Problem:
     message: str
     severity: str = "error"
     line: int | None = None  # 1-based line in the YAML file, when known
+    unreadable: bool = False  # not YAML at all, or not readable: verify exits 7, as every command does
 
-    def to_json(self) -> dict[str, str | int]:
-        """For ``--json``."""
-        out: dict[str, str | int] = {"path": self.path, "message": self.message, "severity": self.severity}
+    def to_json(self, strict: bool = False) -> dict[str, object]:
+        """For ``--json``; the severity is the one the text report prints (``--strict`` makes warnings errors)."""
+        out: dict[str, object] = {
+            "path": self.path,
+            "message": self.message,
+            "severity": "error" if strict else self.severity,
+            "unreadable": self.unreadable,
+        }
         if self.line is not None:
             out["line"] = self.line
         return out

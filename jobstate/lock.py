@@ -39,8 +39,9 @@ def _holder_record() -> dict[str, Any]:
 
 def describe(holder: dict[str, Any] | None) -> str:
     """One line naming a holder, for messages."""
-    if not holder:
-        return "an unknown process"
+    if not holder or holder.get("pid") is None:
+        # locked, but the record is empty: the holder is between taking the lock and writing it, or wrote none
+        return "a process that left no holder record (holder unknown)"
     return (
         f"pid {holder.get('pid')} on {holder.get('host')} (user {holder.get('user')}, "
         f"since {holder.get('since')}, command: {holder.get('command')})"

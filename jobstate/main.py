@@ -104,7 +104,7 @@ def _scheduled(a: argparse.Namespace) -> Request | None:
 def _init(a: argparse.Namespace) -> int:
     from jobstate.commands.init import init  # noqa: PLC0415
 
-    return init(a.repo, git_init=a.git_init)
+    return init(a.repo, git_init=a.git_init, remote=a.remote)
 
 
 def _allocate(a: argparse.Namespace) -> int:
@@ -134,7 +134,7 @@ def _key(a: argparse.Namespace) -> int:
 def _show(a: argparse.Namespace) -> int:
     from jobstate.commands.show import show  # noqa: PLC0415
 
-    return show(_options(a), a.episode_id, as_json=a.json)
+    return show(_options(a), a.episode_id, as_json=a.json, records=a.records)
 
 
 def _list(a: argparse.Namespace) -> int:
@@ -229,6 +229,41 @@ def _migrate(a: argparse.Namespace) -> int:
     return migrate(_options(a), dry_run=a.dry_run)
 
 
+RUN_EPILOG = """\
+CMD runs without a shell, after the guard (the episode exists, is committed and clean; the step is
+not running elsewhere, not unknown, not completed), with this environment:
+  JOBSTATE_EPISODE          the episode ID
+  JOBSTATE_STEP             the step name
+  JOBSTATE_IDEMPOTENCY_KEY  send it to the vendor: the same attempt always sends the same key
+  JOBSTATE_EPISODE_DIR      the episode directory; write artifacts here
+  JOBSTATE_REMOTE_REF       the vendor's task reference when resuming an accepted task (else unset)
+  JOBSTATE_RESULT           the file CMD reports through (below)
+  JOBSTATE_REPO             the state repository
+
+The result protocol: CMD writes one JSON object to $JOBSTATE_RESULT, every field optional; it may
+write it early (as soon as the vendor accepted) and again at the end:
+  {"remote_ref": "task-81",
+   "cost": {"amount": "12.40", "currency": "USD", "charge_id": "optional"},
+   "artifacts": ["final.mp4"]}
+  remote_ref   the vendor accepted the submission as this task (committed at once)
+  submitted    false: the vendor certainly did not accept it (a new attempt may follow)
+  error        why, with "submitted": false
+  cost         one charge or a list of them; amounts are decimal strings, never JSON numbers;
+               a charge reported again is not added twice, one that contradicts the ledger is exit 4
+  artifacts    paths inside JOBSTATE_EPISODE_DIR, recorded with sha256 and size, and committed
+Unknown fields, or exit 0 without a result file, get a warning on stderr.
+
+Money: --max-cost "12.40 USD" reserves the step's maximum against the period's budget before CMD
+runs; --request FILE adds the request's bytes to the fingerprint (with CMD's argv) that a later run
+of the same step must match.
+
+Exit codes: 0 done (or already completed); 9 CMD failed (its own code on stderr); 2 bad input;
+3 the step or the lock is held elsewhere; 5 unknown episode; 6 an earlier attempt is unknown
+(run: jobstate resolve ...); 4 a charge contradicts the ledger, or the request changed
+(jobstate resolve --supersede); 8 the budget has no room for --max-cost; 7 state cannot be read.
+"""
+
+
 def _scheduler_options(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument(
         "--from",
@@ -266,10 +301,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"jobstate {__version__}")
     _add_common(parser, None)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        parser_class=_Parser,
+        metavar="COMMAND",
+        help="jobstate COMMAND --help for its options",
+    )
 
-    def command(name: str, func: Dispatch, text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, parents=[common], help=text, description=text)
+    def command(name: str, func: Dispatch, text: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            parents=[common],
+            help=text,
+            description=text,
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(func=func)
         return p
 
@@ -302,15 +350,20 @@ def build_parser() -> argparse.ArgumentParser:
     _scheduler_options(p, required=True)
     json_flag(p)
 
-    p = command("show", _show, "print one episode (read-only)")
+    p = command("show", _show, "print one episode and its status now (read-only)")
     p.add_argument("episode_id", help="an episode ID, e.g. 2026-W32-0")
+    p.add_argument(
+        "--records",
+        action="store_true",
+        help="also print submissions, costs, artifacts and approval (always with --json)",
+    )
     json_flag(p)
 
     p = command("list", _list, "list episodes, optionally of one period (read-only)")
     p.add_argument("--period", help="only this period, e.g. 2026-W32")
     json_flag(p)
 
-    p = command("run", _run, "run a paid step's command after the guard, recording what it reports")
+    p = command("run", _run, "run a paid step's command after the guard, recording what it reports", RUN_EPILOG)
     p.add_argument("--episode", required=True, help="an allocated, committed episode ID")
     p.add_argument("--step", required=True, help="step name: lower-case letters, digits, - and _ (e.g. generate)")
     p.add_argument(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
@@ -22,36 +22,51 @@ from jobstate.catalog import Catalog
 from jobstate.core.budget import parse_max_cost
 from jobstate.core.clock import format_time
 from jobstate.core.keys import idempotency_key, mapping_fingerprint
-from jobstate.core.layout import ARTIFACTS, COSTS, SUBMISSIONS, episode_dir, episode_path, history_path
-from jobstate.core.money import validate_amount, validate_currency
+from jobstate.core.layout import (
+    ARTIFACTS,
+    COSTS,
+    SUBMISSIONS,
+    episode_dir,
+    episode_path,
+    history_path,
+    step_lock_path,
+)
+from jobstate.core.money import Charge, recorded_charge, validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import AttemptState, Episode
 from jobstate.episode_files import artifacts, cost_entries, record_change, submissions, submissions_change
 from jobstate.errors import (
+    DirtyState,
     EpisodeUnknown,
     JobstateError,
     StateInvalid,
     StepAlreadyCompleted,
+    StepRunning,
     SubmissionUnknown,
     UsageError,
 )
 from jobstate.hashing import sha256_file
+from jobstate.leftovers import put_aside, running_steps
 from jobstate.lock import FileLock
 from jobstate.reservation import CLOSED, check_fingerprint, reserve, settle
 from jobstate.store import Store
 from jobstate.transaction import StateChange, sync, transact
 
 
-def guard(store: Store, episode_id: str) -> Episode:
-    """Refuse (EpisodeUnknown, exit 5) unless the episode exists, is committed in HEAD and is clean.
+def guard(
+    store: Store, episode_id: str, *, clean: bool = True, notify: Callable[[str], None] = lambda _line: None
+) -> Episode:
+    """Refuse unless the episode exists and is committed in HEAD (else EpisodeUnknown, exit 5),
+    its ID is well formed (else UsageError, exit 2) and its directory is clean (else DirtyState, exit 2).
 
-    Runs before anything a paid step does; reads only.
+    Runs before anything a paid step does. With ``clean`` (under the lock), what a killed step
+    left in the episode directory is put aside first (jobstate.leftovers) and ``notify`` told.
     """
     try:
         parse_episode_id(episode_id)
     except UsageError as exc:
-        raise EpisodeUnknown(f"{exc}; a paid step needs an explicit, allocated episode ID") from None
+        raise UsageError(f"{exc}; a paid step needs an explicit, allocated episode ID") from None
     store.require_initialized()
     directory = episode_dir(episode_id)
     if not store.path(episode_path(episode_id)).is_file():
@@ -63,11 +78,20 @@ def guard(store: Store, episode_id: str) -> Episode:
         raise EpisodeUnknown(
             f"episode {episode_id} is not committed; run the same jobstate allocate again to commit it"
         )
-    dirty = store.git.status(directory)
+    # cleanliness only means something under the lock: outside it, another step's write may be half done
+    dirty = store.git.status(directory) if clean else []
+    if dirty and put_aside(store, episode_id, dirty, format_time(store.now()), notify):
+        dirty = store.git.status(directory)
     if dirty:
-        raise EpisodeUnknown(
-            f"{dirty[0][1]} in episode {episode_id} is uncommitted or untracked; commit or remove it "
-            f"before a paid step (git status -- {directory})"
+        busy = running_steps(store, episode_id, other_than_us=True)
+        if busy and all(code == "??" for code, _path in dirty):
+            raise StepRunning(
+                f"step {', '.join(sorted(busy))} of {episode_id} is running now and has written {dirty[0][1]}, "
+                "not recorded yet: wait for it to finish, then run this again"
+            )
+        raise DirtyState(
+            f"{dirty[0][1]} in episode {episode_id} differs from what is committed; commit it or restore it "
+            f"(git checkout -- {dirty[0][1]}) before a paid step (git status -- {directory})"
         )
     if store.path(history_path(episode_id)).exists():
         raise EpisodeUnknown(f"episode {episode_id} is already completed; nothing more can be paid for it")
@@ -91,7 +115,7 @@ class PaidStep:
         self.step = step
         self._attempt = attempt
         self.resumed = attempt.get("remote_ref") is not None
-        self.notices: list[str] = []  # warnings for the operator (budget threshold, overrun)
+        self._ordinals: dict[str | None, int] = {}  # charges without a charge_id reported so far, per remote task
 
     @property
     def attempt(self) -> int:
@@ -149,30 +173,43 @@ class PaidStep:
             {"state": "not-submitted", "closed_at": self._now(), "reason": reason[:500]},
         )
 
-    def cost(self, amount: str | Decimal, currency: str, remote_ref: str | None = None) -> None:
-        """Append a cost entry (amount as a decimal string) to the ledger and commit it.
+    def cost(
+        self, amount: str | Decimal, currency: str, remote_ref: str | None = None, *, charge_id: str | None = None
+    ) -> bool:
+        """Record one charge (amount as a decimal string) in the ledger and commit it; True if it was new.
 
-        The same step and remote task are charged once in the ledger, however often a
-        resumed run reports it.
+        A charge is identified by step, remote task (this step's by default) and ``charge_id``;
+        without a charge_id, the n-th charge reported for a task in this run is the n-th one
+        recorded for it. A replay of a recorded charge is not added again (False); one that
+        contradicts it (another amount or currency) raises ChargeConflict naming both.
         """
-        amount = validate_amount(amount)
-        currency = validate_currency(currency)
         ref = validate_remote_ref(remote_ref) if remote_ref is not None else self.remote_ref
+        charge = Charge(
+            step=self.step,
+            amount=validate_charge_amount(amount),
+            currency=validate_currency(currency),
+            remote_ref=ref,
+            attempt=self.attempt,
+            charge_id=None if charge_id is None else validate_charge_id(charge_id),
+        )
+        ordinal = 0
+        if charge_id is None:
+            ordinal = self._ordinals[ref] = self._ordinals.get(ref, 0) + 1
         eid = self.episode.episode_id
 
-        def decide(_cat: Catalog) -> StateChange[None]:
+        def decide(_cat: Catalog) -> StateChange[bool]:
             entries = cost_entries(self.store, eid)
-            if ref is not None and any(e.get("remote_ref") == ref and e["step"] == self.step for e in entries):
-                return record_change(self.store, eid, {}, "")  # already in the ledger: nothing to write
-            entry = {"step": self.step, "amount": amount, "currency": currency, "remote_ref": ref, "at": self._now()}
+            if recorded_charge(entries, charge, ordinal) is not None:
+                return record_change(self.store, eid, {}, "", result=False)  # a replay: nothing to write
             return record_change(
                 self.store,
                 eid,
-                {COSTS: {"schema": 1, "entries": [*entries, entry]}},
-                f"cost {eid} {self.step}: {amount} {currency} ({ref or 'no remote task'})",
+                {COSTS: {"schema": 1, "entries": [*entries, charge.entry(self._now())]}},
+                f"cost {eid} {self.step}: {charge.describe()}",
+                result=True,
             )
 
-        transact(self.store, decide)
+        return transact(self.store, decide)
 
     def artifact(self, path: str) -> dict[str, Any]:
         """Record (sha256 and size) and commit a file the step wrote inside the episode directory."""
@@ -228,6 +265,7 @@ def paid_step(
     max_cost: str | None = None,
     request: Mapping[str, Any] | None = None,
     fingerprint: str | None = None,
+    notify: Callable[[str], None] = lambda _line: None,
 ) -> Iterator[PaidStep]:
     """Guard, then intent (or resume), then the body; completion is committed when it returns.
 
@@ -246,8 +284,8 @@ def paid_step(
         fingerprint = mapping_fingerprint(request)
     if store.remote is not None or store.interrupted():
         sync(store)  # finish what a killed jobstate left; with a remote, the episode may be from another host
-    guard(store, episode_id)  # before any credential or vendor client
-    step_lock = FileLock(store.private / "steps" / f"{episode_id}.{step}.lock", timeout=0)
+    guard(store, episode_id, clean=False)  # before any credential or vendor client; clean under the lock in _begin
+    step_lock = FileLock(store.path(step_lock_path(episode_id, step)), timeout=0)
     try:
         step_lock.__enter__()
     except JobstateError as exc:
@@ -259,14 +297,14 @@ def paid_step(
             holder,
         ) from None
     try:
-        handle = _begin(store, episode_id, step, max_cost, fingerprint)
+        handle = _begin(store, episode_id, step, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
         yield handle
         done: dict[str, Any] = {"state": AttemptState.COMPLETED.value, "completed_at": handle._now()}
         settled = settle(handle._attempt, handle.spent())
         if settled is not None:
             done["settled"] = settled
             if "overrun" in settled:
-                handle.notices.append(
+                notify(
                     f"warning: step {step} of {episode_id} cost {settled['spent']}, "
                     f"{settled['overrun']} over its declared maximum {settled['reserved']} (recorded as an overrun)"
                 )
@@ -275,9 +313,17 @@ def paid_step(
         step_lock.__exit__(None, None, None)
 
 
-def _begin(store: Store, episode_id: str, step: str, max_cost: str | None, fingerprint: str | None) -> PaidStep:
+def _begin(
+    store: Store,
+    episode_id: str,
+    step: str,
+    *,
+    max_cost: str | None,
+    fingerprint: str | None,
+    notify: Callable[[str], None],
+) -> PaidStep:
     def decide(_cat: Catalog) -> StateChange[PaidStep]:
-        episode = guard(store, episode_id)  # again, under the lock
+        episode = guard(store, episode_id, notify=notify)  # again, under the lock
         steps = submissions(store, episode_id)
         attempts = steps.setdefault(step, [])
         last = attempts[-1] if attempts else None
@@ -293,7 +339,8 @@ def _begin(store: Store, episode_id: str, step: str, max_cost: str | None, finge
                 f"{last.get('idempotency_key')}) was started on host {last.get('host', '?')} (pid "
                 f"{last.get('pid', '?')}) at {last.get('started_at')} and its acceptance is not recorded: "
                 "if that run is still going, wait for it; otherwise check with the vendor, then run: "
-                f"{resolve_command(episode_id, step)}"
+                f"{resolve_command(episode_id, step)}",
+                int(last["attempt"]) if isinstance(last.get("attempt"), int) else None,
             )
         if last is not None and state == "accepted":
             return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))
@@ -317,7 +364,8 @@ def _begin(store: Store, episode_id: str, step: str, max_cost: str | None, finge
         attempts.append(attempt)
         held = f"; reserved {reservation['amount']} {reservation['currency']}" if reservation else ""
         handle = PaidStep(store, episode, step, attempt)
-        handle.notices.extend(notices)
+        for line in notices:
+            notify(line)
         return submissions_change(
             store, episode_id, steps, f"intent {episode_id} {step} attempt {number}{held}", handle
         )

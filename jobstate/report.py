@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.core.periods import parse_period
+from jobstate.core.status import STATUSES
 from jobstate.errors import UsageError
 from jobstate.review_state import StateView, read_state
-from jobstate.status import STATUSES
 
 
 @dataclass

@@ -1,17 +1,46 @@
-"""Operators' decisions on a paid step: settle an unknown submission, or supersede an attempt."""
+"""Operators' (or jobstate's) recorded decisions on a paid step: settle a submission nobody can
+confirm, or supersede an attempt whose request changed.
+
+A step whose intent was committed but whose acceptance was never recorded is
+"unknown"; ``resolve`` records who decided what and why, and says what the next
+run does. Run again with the same decision, it records nothing new (AlreadyRecorded, exit 0).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 from jobstate.catalog import Catalog
 from jobstate.core.clock import format_time
 from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
 from jobstate.episode_files import submissions, submissions_change
-from jobstate.errors import SubmissionUnknown, UsageError
+from jobstate.errors import AlreadyRecorded, SubmissionUnknown, UsageError
 from jobstate.paid import guard, resolve_command
 from jobstate.reservation import CLOSED
 from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
+
+
+def _refuse_settled(episode_id: str, step: str, last: dict[str, Any], ref: str | None) -> None:
+    state = last.get("state")
+    resolution = last.get("resolution")
+    if isinstance(resolution, dict):
+        asked = "accepted" if ref else "not-submitted"
+        same = resolution.get("decision") == asked and (ref is None or last.get("remote_ref") == ref)
+        what = f"accepted as {last.get('remote_ref')}" if resolution.get("decision") == "accepted" else asked
+        if same:
+            # the same decision re-run (e.g. after a kill that landed): record nothing new
+            raise AlreadyRecorded(
+                f"step {step} of {episode_id} attempt {last.get('attempt')} was already resolved as {what} "
+                f"by {resolution.get('by')} at {resolution.get('at')}; nothing new recorded"
+            )
+        raise UsageError(
+            f"step {step} of {episode_id} attempt {last.get('attempt')} was already resolved as {what} by "
+            f"{resolution.get('by')} at {resolution.get('at')} (it is now {state}); nothing to resolve"
+        )
+    raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
 
 
 def resolve(
@@ -23,23 +52,28 @@ def resolve(
     by: str,
     reason: str,
     supersede: bool = False,
+    notify: Callable[[str], None] = lambda _line: None,
 ) -> str:
     """Record an operator's decision on an unknown submission (or, with ``supersede``, open a new attempt
-    for a changed request); returns what happens next."""
+    for a changed request); returns what happens next.
+
+    AlreadyRecorded (exit 0) when the same decision was recorded already (a re-run after a kill).
+    """
     validate_step(step)
     if not by.strip() or not reason.strip():
         raise UsageError("resolve needs --by NAME and --reason TEXT: the decision is recorded for review")
     ref = validate_remote_ref(accepted) if accepted is not None else None
     if supersede:
-        return _supersede(store, episode_id, step, by=by, reason=reason)
+        return _supersede(store, episode_id, step, by=by, reason=reason, notify=notify)
 
     def decide(_cat: Catalog) -> StateChange[str]:
-        guard(store, episode_id)
+        guard(store, episode_id, notify=notify)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
-        if not attempts or attempts[-1].get("state") != AttemptState.INTENT:
-            state = attempts[-1].get("state") if attempts else "never started"
-            raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
+        if not attempts:
+            raise UsageError(f"step {step} of {episode_id} was never started; nothing to resolve")
+        if attempts[-1].get("state") != AttemptState.INTENT:
+            _refuse_settled(episode_id, step, attempts[-1], ref)
         last = attempts[-1]
         now = format_time(store.now())
         decision = {"decision": "accepted" if ref else "not-submitted", "by": by, "at": now, "reason": reason}
@@ -60,9 +94,9 @@ def resolve(
     return transact(store, decide)
 
 
-def _supersede(store: Store, episode_id: str, step: str, *, by: str, reason: str) -> str:
+def _supersede(store: Store, episode_id: str, step: str, *, by: str, reason: str, notify: Callable[[str], None]) -> str:
     def decide(_cat: Catalog) -> StateChange[str]:
-        guard(store, episode_id)
+        guard(store, episode_id, notify=notify)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
         last = attempts[-1] if attempts else None

@@ -2,34 +2,53 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jobstate.catalog import Catalog
 from jobstate.core.clock import format_time
-from jobstate.core.layout import APPROVAL, history_path
+from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.money import totals
 from jobstate.core.records import AttemptState
 from jobstate.episode_files import approval, artifacts, cost_entries, load_record, record_change, submissions
-from jobstate.errors import StepAlreadyCompleted, SubmissionUnknown, UsageError
+from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, SubmissionUnknown, UsageError
+from jobstate.leftovers import remove_temp_files
 from jobstate.paid import guard, resolve_command
 from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
 
 
-def approve(store: Store, episode_id: str, *, by: str, reject: bool = False, reason: str = "") -> dict[str, Any]:
-    """Record an approval (or rejection) of the episode's output and commit it."""
+def approve(
+    store: Store,
+    episode_id: str,
+    *,
+    by: str,
+    reject: bool = False,
+    reason: str = "",
+    notify: Callable[[str], None] = lambda _line: None,
+) -> dict[str, Any]:
+    """Record an approval (or rejection) of the episode's output and commit it.
+
+    AlreadyRecorded (exit 0) when the latest decision is this one (same status, person and reason).
+    """
     if not by.strip():
         raise UsageError("approve needs --by NAME")
     if reject and not reason.strip():
         raise UsageError("a rejection needs --reason TEXT")
 
     def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
-        guard(store, episode_id)
+        guard(store, episode_id, notify=notify)
         _refuse_open_steps(store, episode_id, "approve")
         data = load_record(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
         decision = {"status": "rejected" if reject else "approved", "by": by, "at": format_time(store.now())}
         if reason:
             decision["reason"] = reason
+        latest = (data.get("decisions") or [None])[-1]
+        if isinstance(latest, dict) and all(latest.get(k) == decision.get(k) for k in ("status", "by", "reason")):
+            # the same decision re-run (e.g. after a kill that landed): record nothing new
+            raise AlreadyRecorded(
+                f"{episode_id} was already {latest['status']} by {by} at {latest.get('at')}; nothing new recorded"
+            )
         data["decisions"] = [*data.get("decisions", []), decision]
         message = f"{decision['status']} {episode_id} by {by}"
         return record_change(store, episode_id, {APPROVAL: data}, message, result=decision)
@@ -51,13 +70,14 @@ def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
             )
 
 
-def complete(store: Store, episode_id: str) -> dict[str, Any]:
+def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = lambda _line: None) -> dict[str, Any]:
     """Write and commit history/<id>.yaml; refuses while a step is unknown or the episode unapproved."""
 
     def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
+        remove_temp_files(store, HISTORY, notify)  # a killed complete's temp file would fail verify for good
         if store.path(history_path(episode_id)).exists():
-            raise StepAlreadyCompleted(f"episode {episode_id} is already completed")
-        episode = guard(store, episode_id)
+            raise StepAlreadyCompleted(f"episode {episode_id} is already completed; nothing new recorded")
+        episode = guard(store, episode_id, notify=notify)
         _refuse_open_steps(store, episode_id, "complete")
         decision = approval(store, episode_id)
         if decision is None or decision.get("status") != "approved":

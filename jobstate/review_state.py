@@ -15,9 +15,9 @@ from typing import Any
 
 from jobstate.core.layout import RECORD_FILES
 from jobstate.core.periods import parse_episode_id, parse_period
+from jobstate.core.status import episode_status
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.snapshot import Revision, locate
-from jobstate.status import episode_status
 from jobstate.yamlio import loads
 
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
@@ -74,7 +74,8 @@ class EpisodeView:
     @property
     def status(self) -> str:
         """Derived from the records: see ``status.episode_status``."""
-        return episode_status(self.steps, self.decisions, self.completed_at is not None)
+        latest = self.decisions[-1] if self.decisions else None
+        return episode_status(steps=self.steps, approval=latest, completed=self.completed_at is not None)
 
 
 @dataclass

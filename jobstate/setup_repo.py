@@ -6,8 +6,9 @@ from pathlib import Path
 
 from jobstate.config import DEFAULT_CONFIG_TEXT
 from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE
-from jobstate.errors import UsageError
+from jobstate.errors import NotInitialized, UsageError
 from jobstate.git.repo import find_root, init_repository
+from jobstate.git.runner import run_git
 from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
 
@@ -15,38 +16,55 @@ from jobstate.transaction import StateChange, transact
 def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
     """Create state/, history/, jobstate.yaml and the .gitignore entry, and commit them.
 
-    Returns the store and whether anything changed (a second run changes nothing).
+    Returns the store and whether anything changed (a second run changes nothing). Nothing is
+    written when git has no identity to commit with; whatever an interrupted init left
+    uncommitted, the next init commits.
     """
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory")
     try:
         root = find_root(path)
-    except UsageError:
+    except NotInitialized:  # a bare repository is refused as it is, never git-init'ed inside
         if not git_init:
-            raise UsageError(
+            raise NotInitialized(
                 f"{path} is not inside a Git repository: run git init there first, or pass --git-init"
             ) from None
+        _require_identity(path)  # before git init: a refused init leaves nothing behind
         init_repository(path)
         root = path.resolve()
+    _require_identity(root)
+    store = Store(root)
     files: dict[str, bytes | None] = {}
-    for directory in (STATE, HISTORY):
-        keep = root / directory / ".gitkeep"
-        if not keep.exists():
-            keep.parent.mkdir(parents=True, exist_ok=True)
-            keep.write_bytes(b"")
-            files[f"{directory}/.gitkeep"] = b""
-    config = root / CONFIG_FILE
-    if not config.exists():
-        config.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
-        files[CONFIG_FILE] = DEFAULT_CONFIG_TEXT.encode()
+
+    def ensure(rel: str, default: str) -> None:
+        file = root / rel
+        if not file.exists():
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(default, encoding="utf-8")
+        if not store.git.in_head(rel):  # also what an interrupted init wrote and never committed
+            files[rel] = file.read_bytes()
+
+    ensure(f"{STATE}/.gitkeep", "")
+    ensure(f"{HISTORY}/.gitkeep", "")
+    ensure(CONFIG_FILE, DEFAULT_CONFIG_TEXT)
     ignore = root / ".gitignore"
     text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
     if f"{PRIVATE}/" not in text.splitlines():
         text += ("" if not text or text.endswith("\n") else "\n") + f"{PRIVATE}/\n"
         ignore.write_text(text, encoding="utf-8")
         files[".gitignore"] = text.encode()
-    store = Store(root)
+    elif not store.git.in_head(".gitignore"):
+        files[".gitignore"] = text.encode()
     if not files:
         return store, False
     transact(store, lambda _cat: StateChange(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
     return store, True
+
+
+def _require_identity(cwd: Path) -> None:
+    for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        if run_git(cwd, "var", var, check=False).returncode != 0:
+            raise UsageError(
+                "git has no identity to commit with, so jobstate init wrote nothing: set it with "
+                "git config --global user.name NAME and git config --global user.email EMAIL, then run it again"
+            )

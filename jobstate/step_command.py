@@ -11,17 +11,23 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from jobstate.core.keys import request_fingerprint
-from jobstate.errors import CommandFailed, JobstateError, UsageError
+from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
+from jobstate.errors import CommandFailed, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid import PaidStep, paid_step
+from jobstate.resolution import resolve
 from jobstate.store import Store
 
+REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
+COST_FIELDS = ("amount", "currency", "charge_id")
 
-def _read_report(path: Path) -> dict[str, object]:
+
+def _read_report(path: Path) -> dict[str, object] | None:
     if not path.exists():
-        return {}
+        return None
     try:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError):
@@ -77,34 +83,127 @@ def run_step_command(
     fingerprint = request_fingerprint(
         [arg.encode("utf-8", "surrogateescape") for arg in command] + _request(request_file)
     )
-    with paid_step(store, episode_id, step_name, max_cost=max_cost, fingerprint=fingerprint) as step:
-        for line in step.notices:
-            notify(line)
-        shown = len(step.notices)
-        result = store.private / "results" / f"{episode_id}.{step_name}.{step.attempt}.json"
-        result.parent.mkdir(parents=True, exist_ok=True)
-        result.unlink(missing_ok=True)
-        env = _environment(store, episode_id, step_name, step, result)
-        if step.remote_ref:
-            notify(f"resuming remote task {step.remote_ref} of {step_name}")
+
+    def step_of() -> AbstractContextManager[PaidStep]:
+        return paid_step(store, episode_id, step_name, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
+
+    entered = False
+    try:
+        with step_of() as step:
+            entered = True
+            _run(step, command, notify)
+    except SubmissionUnknown as exc:
+        if entered or not _accept_early_report(store, episode_id, step_name, exc, notify):
+            raise
+        with step_of() as step:
+            _run(step, command, notify)
+
+
+def result_path(store: Store, episode_id: str, step_name: str, attempt: int) -> Path:
+    """The ``$JOBSTATE_RESULT`` file of one attempt (git-ignored, under .jobstate/)."""
+    return store.private / "results" / f"{episode_id}.{step_name}.{attempt}.json"
+
+
+def _accept_early_report(
+    store: Store, episode_id: str, step_name: str, unknown: SubmissionUnknown, notify: Callable[[str], None]
+) -> bool:
+    """An unknown attempt whose CMD wrote a remote reference before it was killed was accepted:
+    record that (as a resolution by jobstate, naming the file) instead of asking a person."""
+    if unknown.attempt is None:
+        return False
+    path = result_path(store, episode_id, step_name, unknown.attempt)
+    try:
+        report = _read_report(path)
+    except UsageError:
+        return False  # half written by a killed CMD: it proves nothing
+    ref = None if report is None else report.get("remote_ref")
+    if not isinstance(ref, str):
+        return False
+    reason = f"the command's result file {path.name}, written before it was interrupted, names remote task {ref}"
+    try:
+        resolve(store, episode_id, step_name, accepted=ref, by="jobstate", reason=reason, notify=notify)
+    except JobstateError:
+        return False  # settled meanwhile, or not a valid reference: the original refusal stands
+    notify(f"step {step_name} attempt {unknown.attempt}: {reason}; recorded as accepted, resuming it")
+    return True
+
+
+def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) -> None:
+    store, episode_id, step_name = step.store, step.episode.episode_id, step.step
+    result = result_path(store, episode_id, step_name, step.attempt)
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.unlink(missing_ok=True)
+    env = _environment(store, episode_id, step_name, step, result)
+    if step.remote_ref:
+        notify(f"resuming remote task {step.remote_ref} of {step_name}")
+    try:
+        proc = subprocess.run(list(command), env=env, check=False)
+    except OSError as exc:
+        step.not_submitted(f"command could not start: {exc.strerror}")
+        raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+    code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
+    report = _read_report(result)
+    if report is None:
+        report = {}
+        if code == 0:
+            notify(
+                f"warning: {command[0]} exited 0 without writing $JOBSTATE_RESULT; "
+                f"step {step_name} is recorded as completed with no remote task, cost or artifact"
+            )
+    _warn_unknown_fields(report, result, notify)
+    _record(step, episode_id, step_name, report, result=result, notify=notify)
+    if code != 0:
+        state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
+        if step.remote_ref is None and report.get("submitted") is not False:
+            state = "unknown: the next run refuses until it is resolved"
+        raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
+
+
+def _warn_unknown_fields(report: dict[str, object], result: Path, notify: Callable[[str], None]) -> None:
+    unknown = sorted(k for k in report if k not in REPORT_FIELDS)
+    costs = report.get("cost")
+    for cost in costs if isinstance(costs, list) else [costs]:
+        if isinstance(cost, dict):
+            unknown += sorted(f"cost.{k}" for k in cost if k not in COST_FIELDS)
+    if unknown:
+        notify(
+            f"warning: {result}: jobstate does not know the field(s) {', '.join(unknown)}; ignored "
+            f"(known: {', '.join(REPORT_FIELDS)}; cost: {', '.join(COST_FIELDS)})"
+        )
+
+
+def reported_charges(cost: object, source: Path) -> list[tuple[str, str, str | None]]:
+    """(amount, currency, charge_id) of each charge in a result file's ``cost`` (one object or a list).
+
+    All are checked before any is recorded; UsageError (exit 2) names the file and the entry.
+    """
+    if cost is None:
+        return []
+    items = cost if isinstance(cost, list) else [cost]
+    out = []
+    for n, item in enumerate(items, 1):
+        where = f"{source}: cost" + (f" entry {n}" if isinstance(cost, list) else "")
+        if not isinstance(item, dict):
+            raise UsageError(f'{where} must be an object {{"amount": "12.40", "currency": "USD"}}')
         try:
-            proc = subprocess.run(list(command), env=env, check=False)
-        except OSError as exc:
-            step.not_submitted(f"command could not start: {exc.strerror}")
-            raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-        report = _read_report(result)
-        _record(step, episode_id, step_name, report, result)
-        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
-        if code != 0:
-            state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
-            if step.remote_ref is None and report.get("submitted") is not False:
-                state = "unknown: the next run refuses until it is resolved"
-            raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
-    for line in step.notices[shown:]:  # the settlement's, e.g. an overrun
-        notify(line)
+            amount = validate_charge_amount(item.get("amount"))
+            currency = validate_currency(item.get("currency"))
+            charge_id = item.get("charge_id")
+            out.append((amount, currency, None if charge_id is None else validate_charge_id(charge_id)))
+        except UsageError as exc:
+            raise UsageError(f"{where}: {exc}") from None
+    return out
 
 
-def _record(step: PaidStep, episode_id: str, step_name: str, report: dict[str, object], result: Path) -> None:
+def _record(
+    step: PaidStep,
+    episode_id: str,
+    step_name: str,
+    report: dict[str, object],
+    *,
+    result: Path,
+    notify: Callable[[str], None],
+) -> None:
     ref = report.get("remote_ref")
     if ref is not None:
         try:
@@ -118,13 +217,11 @@ def _record(step: PaidStep, episode_id: str, step_name: str, report: dict[str, o
             raise
     elif report.get("submitted") is False and step.remote_ref is None:
         step.not_submitted(str(report.get("error", "the command reported that nothing was submitted")))
-    cost = report.get("cost")
-    if isinstance(cost, dict):
-        step.cost(str(cost.get("amount")), str(cost.get("currency")), step.remote_ref)
-    elif cost is not None:
-        raise UsageError(f"{result}: 'cost' must be an object with amount and currency")
     reported = report.get("artifacts", [])
     if not isinstance(reported, list):
         raise UsageError(f"{result}: 'artifacts' must be a list of paths")
+    for amount, currency, charge_id in reported_charges(report.get("cost"), result):
+        if not step.cost(amount, currency, charge_id=charge_id):
+            notify(f"cost {amount} {currency} of step {step_name} is already in the ledger; not added again")
     for path in reported:
         step.artifact(str(path))

@@ -18,10 +18,10 @@ from pathlib import Path
 from jobstate.catalog import Catalog
 from jobstate.config import Config
 from jobstate.core.clock import utc_now
-from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, episode_path
+from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_path
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict
-from jobstate.errors import EpisodeUnknown, UsageError
+from jobstate.errors import EpisodeUnknown, NotInitialized, StateInvalid, UsageError
 from jobstate.git.objects import blob_sha
 from jobstate.git.repo import GitRepo, find_root
 
@@ -84,7 +84,7 @@ class Store:
     def require_initialized(self) -> None:
         """Refuse to work in a repository that ``jobstate init`` has not set up."""
         if not (self.root / STATE).is_dir():
-            raise UsageError(f"{self.root} has no state/ directory: run jobstate init there first")
+            raise NotInitialized(f"{self.root} has no state/ directory: run jobstate init there first")
 
     @property
     def config(self) -> Config:
@@ -189,9 +189,17 @@ class Store:
         from jobstate.yamlio import load_file  # noqa: PLC0415 - start-up: no YAML on the retry path
 
         parse_episode_id(episode_id)
+        self.require_initialized()
         path = episode_path(episode_id)
         file = self.root / path
         if not file.is_file():
+            remote = self.remote
+            if remote is not None:
+                # another host may have allocated it: advising a new allocation would invite a duplicate run
+                raise EpisodeUnknown(
+                    f"episode {episode_id} is not in this clone, which may be behind {remote}: another host may "
+                    f"have allocated it; fetch it (git pull {remote}) and look again before allocating anything"
+                )
             raise EpisodeUnknown(
                 f"episode {episode_id} does not exist in {self.root / STATE}; allocate it first with: "
                 "jobstate allocate --key KEY --date YYYY-MM-DD"
@@ -212,6 +220,11 @@ class Store:
             if period_id is not None and not entry.name.startswith(period_id + "-"):
                 continue
             path = episode_path(entry.name)
+            if not (self.root / path).is_file():
+                raise StateInvalid(
+                    f"{STATE}/{entry.name} is not an episode (it has no {EPISODE_FILE}): state/ holds only "
+                    "episode directories; move it out of state/"
+                )
             ep = episode_from_yaml_dict(load_file(self.root / path, path), path, entry.name)
             if period_id is None or ep.period_id == period_id:
                 out.append(ep)
@@ -255,6 +268,14 @@ class StoreOptions:
     remote: str | None = None
     now: Callable[[], datetime] = utc_now  # tests and replays pass their own clock
 
-    def open(self) -> Store:
-        """The store these options name."""
-        return open_store(self.repo, now=self.now, lock_timeout=self.lock_timeout, remote=self.remote)
+    def open(self, *, settings: bool = True) -> Store:
+        """The store these options name; with ``settings``, jobstate.yaml is read (and checked) at once,
+        so that every command refuses a malformed one the same way (exit 7)."""
+        store = open_store(self.repo, now=self.now, lock_timeout=self.lock_timeout, remote=self.remote)
+        if settings:
+            try:
+                _ = store.config
+            except BaseException:
+                store.close()
+                raise
+        return store

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.budget_audit import check_budgets, reservation_of
+from jobstate.config import config_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
-from jobstate.errors import StateInvalid, UsageError
+from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.facts import (
     Facts,
     Problem,
@@ -52,6 +53,10 @@ class Report:
         """Problems that fail verify (warnings too with strict)."""
         return [p for p in self.problems if strict or p.severity == "error"]
 
+    def unreadable(self) -> bool:
+        """Whether some state could not be read at all (exit 7 rather than 1)."""
+        return any(p.unreadable for p in self.problems)
+
     def ok(self, strict: bool) -> bool:
         """Clean: no failing problem and no drift."""
         return not self.errors(strict) and not self.differences
@@ -74,7 +79,7 @@ class Report:
             "episodes": self.episodes,
             "artifacts": self.artifacts,
             "artifact_bytes": self.artifact_bytes,
-            "problems": [p.to_json() for p in self.problems],
+            "problems": [p.to_json(strict) for p in self.problems],
             "against": self.against,
             "differences": self.differences,
         }
@@ -85,9 +90,10 @@ def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
         return loads(snap.read(path), path)
     except StateInvalid as exc:
         where = re.search(r"\(line (\d+)\)", str(exc))
-        problems.append(Problem(path, str(exc).removeprefix(f"{path}: "), line=int(where[1]) if where else None))
+        line = int(where[1]) if where else None
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: "), line=line, unreadable=True))
     except OSError as exc:
-        problems.append(Problem(path, f"cannot read: {exc}"))
+        problems.append(Problem(path, f"cannot read: {exc}", unreadable=True))
     return None
 
 
@@ -108,7 +114,8 @@ def collect(
     if isinstance(snap, Revision):
         snap.prefetch([p for p in files if p.endswith(".yaml")])
     if isinstance(snap, WorkTree) and not (snap.root / "state").is_dir():
-        raise StateInvalid(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
+        raise NotInitialized(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
+    _check_config(snap, problems)
     by_dir: dict[str, list[str]] = {}
     history: dict[str, str] = {}
     for path in files:
@@ -142,6 +149,21 @@ def collect(
     report.episodes = len(facts)
     _check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
     return facts, report
+
+
+def _check_config(snap: Snapshot, problems: list[Problem]) -> None:
+    # every command reads jobstate.yaml first: settings no command can use are exit 7 here too
+    try:
+        text = snap.read(CONFIG_FILE)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        problems.append(Problem(CONFIG_FILE, f"cannot read: {exc}", unreadable=True))
+        return
+    try:
+        config_from_yaml_dict(loads(text, CONFIG_FILE) if text.strip() else None)
+    except StateInvalid as exc:
+        problems.append(Problem(CONFIG_FILE, str(exc).removeprefix(f"{CONFIG_FILE}: "), unreadable=True))
 
 
 def _collect_episode(

@@ -9,6 +9,10 @@ import yaml
 
 from jobstate.errors import StateInvalid
 
+# state files are small (an episode.yaml is a few hundred bytes); parsing costs about 100 times a
+# file's size in memory, so anything larger is refused before parsing (exit 7)
+MAX_STATE_BYTES = 4 * 1024 * 1024
+
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -17,8 +21,10 @@ def loads(data: bytes | str, source: str) -> Any:
     """Parse YAML with the safe loader only; any error names ``source`` (exit 7).
 
     Aliases are refused: state files never need them, and nested aliases can
-    expand a small file into an enormous value (a "billion laughs").
+    expand a small file into an enormous value (a "billion laughs"). Files over
+    MAX_STATE_BYTES are refused before parsing.
     """
+    _check_size(len(data), source)
     try:
         if ("&" in data) if isinstance(data, str) else (b"&" in data):
             for event in yaml.parse(data, Loader=_Loader):
@@ -38,9 +44,18 @@ def loads(data: bytes | str, source: str) -> Any:
         ) from None
 
 
+def _check_size(size: int, source: str) -> None:
+    if size > MAX_STATE_BYTES:
+        raise StateInvalid(
+            f"{source}: {size} bytes is over the {MAX_STATE_BYTES // (1024 * 1024)} MiB limit for a state file; "
+            f"it was not read: restore it (git checkout -- {source}) or split what it holds"
+        )
+
+
 def load_file(path: Path, source: str) -> Any:
-    """Read and parse one YAML file; a missing or unreadable file is StateInvalid too."""
+    """Read and parse one YAML file; a missing, unreadable or oversized file is StateInvalid too."""
     try:
+        _check_size(path.stat().st_size, source)
         data = path.read_bytes()
     except OSError as exc:
         raise StateInvalid(f"{source}: cannot read: {exc.strerror}") from None

@@ -156,3 +156,11 @@ def vendor() -> Iterator[VendorSimulator]:
 def vendor_step(url: str, kind: str = "generate", *extra: str) -> list[str]:
     """The vendor simulator's paid-step command, as ``jobstate run -- CMD`` runs it."""
     return [sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", url, "--kind", kind, *extra]
+
+
+def stable_cmd(script: str) -> list[str]:
+    """A paid step's command running ``script`` whose argv (and so its request fingerprint) stays the same
+    when a test changes what it does between runs: the script lives in a file of the test's own."""
+    path = Path.cwd() / "step_cmd.py"  # the test's tmp_path (see _isolated)
+    path.write_text(script, encoding="utf-8")
+    return [sys.executable, str(path)]

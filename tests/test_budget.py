@@ -27,7 +27,7 @@ import json, os, sys
 with open(sys.argv[1], "a") as fh:
     fh.write(os.environ["JOBSTATE_EPISODE"] + "\\n")
 with open(os.environ["JOBSTATE_RESULT"], "w") as fh:
-    ref = "t-" + os.environ["JOBSTATE_EPISODE"]
+    ref = "t-" + os.environ["JOBSTATE_IDEMPOTENCY_KEY"]
     json.dump({"remote_ref": ref, "cost": {"amount": sys.argv[2], "currency": "USD"}}, fh)
 """
 

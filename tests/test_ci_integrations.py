@@ -49,7 +49,7 @@ def test_verify_github_annotations_point_at_the_yaml_line(history: Path, capsys:
     git(history, "commit", "-qm", "broken approval")
     code = main(["verify", "--repo", str(history), "--rev", "HEAD", "--format", "github"])
     out, err = capsys.readouterr()
-    assert code == 1, err
+    assert code == 7, err  # malformed YAML is exit 7 in every command, verify included
     lines = out.splitlines()
     subs = history / "state/2026-W33-1/submissions.yaml"
     at = f"file=state/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}"
@@ -61,7 +61,7 @@ def test_verify_github_annotations_point_at_the_yaml_line(history: Path, capsys:
     assert lines[-1].startswith("::error title=jobstate verify::verify: 5 episodes")
     code = main(["verify", "--repo", str(history), "--rev", "HEAD", "--format", "github", "--strict"])
     out, _err = capsys.readouterr()
-    assert code == 1
+    assert code == 7
     assert f"::error file=state/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}," in out
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.status import episode_status
 from jobstate.main import main
-from jobstate.status import episode_status
 
 from .conftest import git
 from .review_history import build_pipeline_history
@@ -170,14 +170,16 @@ def test_episode_status_follows_the_records() -> None:
     accepted = {"attempt": 1, "state": "accepted", "remote_ref": "t"}
     done = {"attempt": 1, "state": "completed", "remote_ref": "t"}
     approved, rejected = {"status": "approved"}, {"status": "rejected"}
-    assert episode_status({}, [], completed=False) == "allocated"
-    assert episode_status({"generate": [intent]}, [], completed=False) == "unknown"
-    assert episode_status({"generate": [done], "rework": [intent]}, [rejected], completed=False) == "unknown"
-    assert episode_status({"generate": [accepted]}, [], completed=False) == "running"
-    assert episode_status({"generate": [done]}, [], completed=False) == "running"
-    assert episode_status({"generate": [done]}, [rejected], completed=False) == "rejected"
-    assert episode_status({"generate": [done]}, [rejected, approved], completed=False) == "approved"
-    assert episode_status({"generate": [done]}, [approved], completed=True) == "completed"
+    assert episode_status(steps={}, approval=None, completed=False) == "allocated"
+    assert episode_status(steps={"generate": [intent]}, approval=None, completed=False) == "unknown"
+    assert (
+        episode_status(steps={"generate": [done], "rework": [intent]}, approval=rejected, completed=False) == "unknown"
+    )
+    assert episode_status(steps={"generate": [accepted]}, approval=None, completed=False) == "running"
+    assert episode_status(steps={"generate": [done]}, approval=None, completed=False) == "running"
+    assert episode_status(steps={"generate": [done]}, approval=rejected, completed=False) == "rejected"
+    assert episode_status(steps={"generate": [done]}, approval=approved, completed=False) == "approved"
+    assert episode_status(steps={"generate": [done]}, approval=approved, completed=True) == "completed"
 
 
 def test_demo_ends_with_the_diff_of_its_week_and_a_report(tmp_path: Path) -> None:

@@ -238,6 +238,9 @@ def test_accepted_ref_that_cannot_be_recorded_is_reported(tmp_path: Path) -> Non
     proc = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=one)
     assert proc.returncode == 3
     assert "--accepted task-77" in proc.stderr
+    # the result file still names the task: the next run records it (as a resolution) and resumes it
     again = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=one)
-    assert again.returncode == 6
-    assert "was started on host" in again.stderr
+    assert again.returncode == 0, again.stderr
+    assert "names remote task task-77; recorded as accepted" in again.stderr
+    assert "resuming remote task task-77" in again.stderr
+    assert "remote_ref: task-77" in git(bare, "show", f"main:state/{eid}/submissions.yaml")

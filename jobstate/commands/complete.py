@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobstate.commands._output import print_json
+from jobstate.commands._output import note, print_json
 from jobstate.review import complete as complete_episode
 from jobstate.store import StoreOptions
 
@@ -10,7 +10,7 @@ from jobstate.store import StoreOptions
 def complete(options: StoreOptions, *, episode: str, as_json: bool) -> int:
     """Write history/<id>.yaml for an approved episode."""
     with options.open() as store:
-        record = complete_episode(store, episode)
+        record = complete_episode(store, episode, notify=note)
     if as_json:
         print_json(record)
     else:

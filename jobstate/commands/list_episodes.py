@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from jobstate.commands._output import print_json
 from jobstate.core.periods import parse_period
+from jobstate.episode_view import describe
 from jobstate.store import StoreOptions
 
 
 def list_episodes(options: StoreOptions, *, period: str | None, as_json: bool) -> int:
-    """Print every episode (of one period). Read-only."""
+    """Print every episode (of one period) with its status now. Read-only."""
     with options.open() as store:
         if period is not None:
             parse_period(period)
-        episodes = store.episodes(period)
+        episodes = [describe(store, e, records=False) for e in store.episodes(period)]
     if as_json:
-        print_json([e.to_yaml_dict() for e in episodes])
+        print_json(episodes)
     else:
         for e in episodes:
-            print(f"{e.episode_id}\t{e.status}\t{e.allocation_key}")
+            print(f"{e['episode_id']}\t{e['status']}\t{e['allocation_key']}")
     return 0

@@ -12,8 +12,9 @@ def lock_info(options: StoreOptions, *, as_json: bool) -> int:
     with options.open() as store:
         holder = store.lock_holder()
         path = store.lock_path
+    known = holder is not None and holder.get("pid") is not None
     if as_json:
-        print_json({"locked": holder is not None, "lock": str(path), "holder": holder})
+        print_json({"locked": holder is not None, "lock": str(path), "holder": holder if known else None})
     elif holder is None:
         print(f"unlocked: nobody holds {path}")
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobstate.commands._output import note
 from jobstate.resolution import resolve as resolve_step
 from jobstate.store import StoreOptions
 
@@ -11,6 +12,8 @@ def resolve(
 ) -> int:
     """Record an operator's decision on a paid step and say what happens next."""
     with options.open() as store:
-        outcome = resolve_step(store, episode, step, accepted=accepted, by=by, reason=reason, supersede=supersede)
+        outcome = resolve_step(
+            store, episode, step, accepted=accepted, by=by, reason=reason, supersede=supersede, notify=note
+        )
     print(outcome)
     return 0

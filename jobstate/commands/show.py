@@ -5,15 +5,15 @@ from __future__ import annotations
 import sys
 
 from jobstate.commands._output import print_json
+from jobstate.episode_view import describe
 from jobstate.store import StoreOptions
 from jobstate.yamlio import dumps
 
 
-def show(options: StoreOptions, episode_id: str, *, as_json: bool) -> int:
-    """Print one episode. Read-only."""
+def show(options: StoreOptions, episode_id: str, *, as_json: bool, records: bool = False) -> int:
+    """Print one episode with its status now (and, with ``records`` or ``as_json``, its records). Read-only."""
     with options.open() as store:
-        episode = store.episode(episode_id)
-    data = episode.to_yaml_dict()
+        data = describe(store, store.episode(episode_id), records=records or as_json)
     if as_json:
         print_json(data)
     else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jobstate.annotations import github_annotations
 from jobstate.commands._output import note, print_json
-from jobstate.errors import VERIFY_PROBLEMS
+from jobstate.errors import STATE_INVALID, VERIFY_PROBLEMS
 from jobstate.store import repo_path
 from jobstate.verify import Report
 from jobstate.verify import verify as verify_state
@@ -31,7 +31,8 @@ def verify(
         _print_text(report, strict)
     if not report.ok(strict):
         note(f"{report.summary(strict)}; see the report on stdout")
-        return VERIFY_PROBLEMS
+        # state that cannot be read at all is exit 7 in every command, verify included
+        return STATE_INVALID if report.unreadable() else VERIFY_PROBLEMS
     return 0
 
 

@@ -31,6 +31,11 @@ def record_path(episode_id: str, name: str) -> str:
     return f"{STATE}/{episode_id}/{name}"
 
 
+def step_lock_path(episode_id: str, step: str) -> str:
+    """``.jobstate/steps/<id>.<step>.lock``: held while a paid step runs (host-local, git-ignored)."""
+    return f"{PRIVATE}/steps/{episode_id}.{step}.lock"
+
+
 def history_path(episode_id: str) -> str:
     """``history/<id>.yaml``."""
     return f"{HISTORY}/{episode_id}.yaml"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from jobstate.errors import GitError, RemoteUnavailable, UsageError
+from jobstate.errors import GitError, NotInitialized, RemoteUnavailable, UsageError
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, Tree, TreeEdit
 from jobstate.git.runner import first_error_line, run_git
 
@@ -32,7 +32,14 @@ def find_root(start: Path) -> Path:
     for candidate in (here, *here.parents):
         if (candidate / ".git").exists():
             return candidate
-    raise UsageError(f"{start} is not inside a Git repository: run jobstate init --git-init there, or pass --repo PATH")
+    if (here / "HEAD").is_file() and (here / "objects").is_dir() and (here / "refs").is_dir():
+        raise UsageError(
+            f"{start} is a bare Git repository: jobstate keeps its state in a work tree; "
+            f"clone it (git clone {start} DIR) and use the clone"
+        )
+    raise NotInitialized(
+        f"{start} is not inside a Git repository: run jobstate init --git-init there, or pass --repo PATH"
+    )
 
 
 class GitRepo:

@@ -1,0 +1,61 @@
+"""What an episode is now, derived from its records. Pure: values in, values out.
+
+``episode.yaml`` is written once, at allocation, and says ``status: allocated``
+for ever; the truth is in the records that follow it. The order below is the
+order of what matters most to whoever asks:
+
+- ``completed``: history/<id>.yaml exists;
+- ``unknown``: a step's intent is recorded, its acceptance is not, and nobody runs it
+  (it needs ``jobstate resolve``);
+- ``running``: a step is running now (its step lock is held), or the vendor accepted a
+  task that is not collected yet (the next run resumes it);
+- ``approved`` / ``rejected``: the latest review decision;
+- ``running``: a step completed and nobody has decided yet (the episode awaits review);
+- ``allocated``: nothing has happened since allocation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+STATUSES = ("allocated", "running", "unknown", "approved", "rejected", "completed")
+
+
+def step_status(attempts: Sequence[Mapping[str, Any]], *, running: bool) -> str:
+    """One step's state from its attempts: never-started, running, unknown, accepted, completed or not-submitted."""
+    if not attempts:
+        return "running" if running else "never-started"
+    state = str(attempts[-1].get("state"))
+    if state == "intent":
+        return "running" if running else "unknown"
+    if state == "accepted" and running:
+        return "running"
+    return state
+
+
+def episode_status(
+    *,
+    steps: Mapping[str, Sequence[Mapping[str, Any]]],
+    approval: Mapping[str, Any] | None,
+    completed: bool,
+    running: Collection[str] = (),
+) -> str:
+    """The episode's status now (one of STATUSES).
+
+    ``steps`` maps step names to their attempts (submissions.yaml), ``approval`` is the latest
+    review decision or None, ``completed`` says whether the history record exists, and
+    ``running`` names the steps whose step lock is held at this moment.
+    """
+    if completed:
+        return "completed"
+    states = {step_status(attempts, running=name in running) for name, attempts in steps.items()}
+    if "unknown" in states:
+        return "unknown"
+    if states & {"running", "accepted"} or running:
+        return "running"
+    if approval is not None and approval.get("status") in ("approved", "rejected"):
+        return str(approval["status"])
+    if "completed" in states:
+        return "running"
+    return "allocated"

@@ -1,0 +1,42 @@
+"""What ``show`` and ``list`` print about an episode: its status now, and its records. Read-only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobstate.core.layout import history_path
+from jobstate.core.money import totals
+from jobstate.core.records import Episode
+from jobstate.core.status import episode_status, step_status
+from jobstate.episode_files import approval, artifacts, cost_entries, submissions
+from jobstate.leftovers import running_steps
+from jobstate.store import Store
+from jobstate.yamlio import load_file
+
+
+def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]:
+    """The episode's fields with its status now; with ``records``, its submissions, costs, artifacts,
+    approval and completion too. This is a read-only operation."""
+    eid = episode.episode_id
+    steps = submissions(store, eid)
+    decision = approval(store, eid)
+    # only steps with a record: a run holds its step lock only a moment before its intent is committed
+    running = running_steps(store, eid, steps=steps)
+    completed = store.path(history_path(eid)).is_file()
+    out = episode.to_yaml_dict()
+    out["status"] = episode_status(steps=steps, approval=decision, completed=completed, running=running)
+    if not records:
+        return out
+    entries = cost_entries(store, eid)
+    out["steps"] = {
+        name: {"status": step_status(attempts, running=name in running), "attempts": attempts}
+        for name, attempts in sorted(steps.items())
+    }
+    out["costs"] = entries
+    out["cost_totals"] = totals(entries)
+    out["artifacts"] = artifacts(store, eid)
+    out["approval"] = decision
+    if completed:
+        history = load_file(store.path(history_path(eid)), history_path(eid))
+        out["completed_at"] = history.get("completed_at") if isinstance(history, dict) else None
+    return out

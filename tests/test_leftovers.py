@@ -1,0 +1,173 @@
+"""What a killed jobstate run leaves in the episode directory does not wedge later runs (issue 10, classes 2-3)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobstate.main import main
+
+from .conftest import git, stable_cmd, status
+
+EID = "2026-W32-0"
+
+
+@pytest.fixture
+def episode(repo: Path) -> str:
+    assert main(["--repo", str(repo), "allocate", "--key", "k", "--week", "2026-W32"]) == 0
+    return EID
+
+
+def _cli(repo: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    capsys.readouterr()
+    code = main(["--repo", str(repo), *args])
+    return code, capsys.readouterr().err
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert path.exists(), f"jobstate run did not start CMD (exit {proc.poll()})"
+
+
+def _start_run(repo: Path, step: str, script: str) -> subprocess.Popen[bytes]:
+    args = ["run", "--episode", EID, "--step", step, "--", *stable_cmd(script)]
+    return subprocess.Popen(
+        [sys.executable, "-m", "jobstate", "--repo", str(repo), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its own process group: the kill takes CMD with it
+    )
+
+
+def test_output_of_a_killed_run_is_put_aside_not_left_for_the_user(
+    repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ready = tmp_path / "ready"
+    script = (
+        "import os, pathlib, time\n"
+        "d = pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR'])\n"
+        "(d / 'parts').mkdir()\n"
+        "(d / 'parts' / 'out.bin').write_bytes(b'half a video')\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(600)\n"
+    )
+    proc = _start_run(repo, "generate", script)
+    _wait_for(ready, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert "state/2026-W32-0/parts/out.bin" in status(repo)
+
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
+    assert code == 6, err  # the right refusal: the attempt is unknown, not "the episode is dirty"
+    assert "moved state/2026-W32-0/parts/out.bin to .jobstate/leftovers/2026-W32-0/" in err
+    assert "nothing deleted" in err
+    kept = list((repo / ".jobstate" / "leftovers" / EID).glob("*/parts/out.bin"))
+    assert [p.read_bytes() for p in kept] == [b"half a video"]
+    assert status(repo) == ""
+
+    resolve = ["resolve", "--episode", EID, "--step", "generate", "--not-submitted", "--by", "ops", "--reason", "r"]
+    assert _cli(repo, capsys, *resolve)[0] == 0
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
+    assert code == 0, err
+
+
+@pytest.mark.parametrize("where", ["state/2026-W32-0/.tmp-k1ll3d", "state/2026-W32-0/sub/.tmp-x"])
+def test_a_killed_writes_temp_file_is_removed_under_the_lock(
+    repo: Path, episode: str, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    (repo / where).parent.mkdir(parents=True, exist_ok=True)
+    (repo / where).write_bytes(b"schema: 1\nsteps: {gen")
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
+    assert code == 0, err
+    assert f"removed {where}" in err
+    assert not (repo / where).exists()
+    assert status(repo) == ""
+
+
+def test_output_of_a_step_running_now_is_left_alone(
+    repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    script = (
+        "import os, pathlib, time\n"
+        "(pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR']) / 'writing.bin').write_bytes(b'...')\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
+    )
+    proc = _start_run(repo, "generate", script)
+    try:
+        _wait_for(ready, proc)
+        head = git(repo, "rev-parse", "HEAD")
+        code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "render", "--", *stable_cmd("pass"))
+        assert code == 3, err  # refused while the other step may still be writing; nothing moved
+        assert "step generate of 2026-W32-0 is running now and has written state/2026-W32-0/writing.bin" in err
+        assert (repo / "state" / EID / "writing.bin").exists()
+        assert git(repo, "rev-parse", "HEAD") == head
+    finally:
+        go.write_text("go")
+        proc.wait(timeout=60)
+
+
+def test_an_early_remote_ref_of_a_killed_run_is_taken_as_acceptance(
+    repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ready = tmp_path / "ready"
+    script = (
+        "import json, os, pathlib, time\n"
+        "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({'remote_ref': 'task-9'}))\n"
+        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
+        "time.sleep(600)\n"
+    )
+    proc = _start_run(repo, "generate", script)
+    _wait_for(ready, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # jobstate and CMD: the reference was never recorded
+    proc.wait(timeout=60)
+    seen = tmp_path / "seen"
+    resume = (
+        "import json, os, pathlib\n"
+        f"pathlib.Path({str(seen)!r}).write_text(os.environ.get('JOBSTATE_REMOTE_REF', 'none'))\n"
+        "report = {'remote_ref': 'task-9', 'cost': {'amount': '12.40', 'currency': 'USD'}}\n"
+        "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps(report))\n"
+    )
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd(resume))
+    assert code == 0, err
+    assert "names remote task task-9; recorded as accepted" in err
+    assert seen.read_text() == "task-9"  # resumed, not resubmitted
+    subs = (repo / "state" / EID / "submissions.yaml").read_text()
+    assert "by: jobstate" in subs
+    assert subs.count("attempt: ") == 1
+    assert status(repo) == ""
+
+
+def test_a_half_written_early_result_proves_nothing(
+    repo: Path, episode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("raise SystemExit(1)"))[0]
+        == 9
+    )
+    result = repo / ".jobstate" / "results" / f"{EID}.generate.1.json"
+    result.write_text('{"remote_ref": "task-')  # killed mid-write
+    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
+    assert code == 6, err
+    assert "jobstate resolve" in err
+
+
+def test_a_killed_completes_temp_file_in_history_is_removed_by_the_next_complete(
+    repo: Path, episode: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli(repo, capsys, "approve", "--episode", EID, "--by", "ed")[0] == 0
+    (repo / "history" / ".tmp-k1ll3d").write_text("schema: 1\nepisode_id: 2026-W3")
+    code, err = _cli(repo, capsys, "complete", "--episode", EID)
+    assert code == 0, err
+    assert "removed history/.tmp-k1ll3d" in err
+    assert status(repo) == ""
+    assert _cli(repo, capsys, "verify", "--strict")[0] == 0
