@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from jobstate.config import DEFAULT_CONFIG_TEXT
@@ -28,25 +29,28 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
             ) from None
         init_repository(path)
         root = path.resolve()
+    # the files are written by the transaction, which puts everything back when the commit fails
     files: dict[str, bytes | None] = {}
     for directory in (STATE, HISTORY):
-        keep = root / directory / ".gitkeep"
-        if not keep.exists():
-            keep.parent.mkdir(parents=True, exist_ok=True)
-            keep.write_bytes(b"")
+        if not (root / directory / ".gitkeep").exists():
             files[f"{directory}/.gitkeep"] = b""
-    config = root / CONFIG_FILE
-    if not config.exists():
-        config.write_text(DEFAULT_CONFIG_TEXT, encoding="utf-8")
+    if not (root / CONFIG_FILE).exists():
         files[CONFIG_FILE] = DEFAULT_CONFIG_TEXT.encode()
     ignore = root / ".gitignore"
     text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
     if f"{PRIVATE}/" not in text.splitlines():
         text += ("" if not text or text.endswith("\n") else "\n") + f"{PRIVATE}/\n"
-        ignore.write_text(text, encoding="utf-8")
         files[".gitignore"] = text.encode()
     store = Store(root)
     if not files:
         return store, False
-    transact(store, lambda _cat: StateChange(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
+    made = not (root / STATE).exists()
+    (root / STATE).mkdir(exist_ok=True)  # the transaction requires it
+    try:
+        transact(store, lambda _cat: StateChange(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                (root / STATE).rmdir()
+        raise
     return store, True

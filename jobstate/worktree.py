@@ -14,7 +14,6 @@ from jobstate.catalog import Catalog, Row
 from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, HISTORY, STATE, describes_episode, episode_path
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
-from jobstate.git.objects import blob_sha
 from jobstate.store import Store
 from jobstate.yamlio import load_file, loads
 
@@ -31,7 +30,7 @@ def fresh_catalog(store: Store) -> Catalog:
             data = (store.root / CONFIG_FILE).read_bytes()
         except FileNotFoundError:
             data = b""
-        cat.update(head=head, add=[], remove=[], config_blob=blob_sha(data), config=store.config.to_json())
+        cat.update(head=head, add=[], remove=[], config_blob=store.git.blob_sha(data), config=store.config.to_json())
     return cat
 
 
@@ -62,7 +61,7 @@ def rows_from_blobs(store: Store, blobs: list[tuple[str, str]]) -> list[Row]:
             data = (store.root / path).read_bytes()
         except OSError:
             data = None
-        if data is not None and blob_sha(data) == sha:
+        if data is not None and store.git.blob_sha(data) == sha:
             datas[path] = data
         else:
             missing.append((sha, path))
@@ -134,7 +133,7 @@ def check_clean(store: Store, row: Row) -> bytes:
         raise UsageError(
             f"{row.path} is committed but missing from the work tree; restore it with: git checkout -- {row.path}"
         ) from None
-    if blob_sha(data) != row.blob:
+    if store.git.blob_sha(data) != row.blob:
         raise UsageError(
             f"{row.path} has uncommitted changes; commit them or restore the file with: git checkout -- {row.path}"
         )

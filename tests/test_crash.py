@@ -15,7 +15,7 @@ import pytest
 
 from jobstate.store import Store
 
-from .conftest import committed_files, git, run_cli, status
+from .conftest import both_formats, committed_files, git, run_cli, status
 
 KILLS = int(os.environ.get("JOBSTATE_TEST_KILLS", "100"))
 
@@ -79,6 +79,7 @@ def _fake_git(tmp_path: Path, kill_on: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("kill_on", ["update-ref", "update-index"])
+@both_formats
 def test_kill_between_write_and_commit_or_commit_and_index(repo: Path, tmp_path: Path, kill_on: str) -> None:
     run_cli("allocate", "--key", "before", "--week", "2026-W32", cwd=repo)
     env = _fake_git(tmp_path, kill_on)

@@ -16,7 +16,7 @@ from jobstate.paid import paid_step
 from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
-from .conftest import git, run_cli
+from .conftest import both_formats, git, run_cli
 from .snapshots import tree_state
 
 W32 = parse_period("2026-W32")
@@ -49,6 +49,7 @@ def _verify(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli("verify", *args, cwd=repo)
 
 
+@both_formats
 def test_clean_state_passes_with_summary_line(pipeline_repo: Path) -> None:
     proc = _verify(pipeline_repo)
     assert proc.returncode == 0, proc.stdout
@@ -110,6 +111,7 @@ def test_verify_runs_on_a_read_only_copy(pipeline_repo: Path) -> None:
         shutil.rmtree(top)
 
 
+@both_formats
 def test_tampered_and_missing_artifacts_are_reported(pipeline_repo: Path) -> None:
     art = pipeline_repo / "state" / "2026-W32-1" / "generate.txt"
     art.write_text("tampered\n")
@@ -206,6 +208,7 @@ def test_no_state_is_exit_7(tmp_path: Path) -> None:
     assert "no state/ directory" in proc.stderr
 
 
+@both_formats
 def test_against_reports_drift_old_beside_new(pipeline_repo: Path) -> None:
     costs = pipeline_repo / "state" / "2026-W32-1" / "costs.yaml"
     costs.write_text(costs.read_text().replace("'12.40'", "'12.41'"))
