@@ -124,7 +124,15 @@ def _complete(a: argparse.Namespace) -> int:
 def _verify(a: argparse.Namespace) -> int:
     from jobstate.commands.verify import verify  # noqa: PLC0415
 
-    return verify(a.repo, rev=a.rev, against=a.against, strict=a.strict, as_json=a.json, jobs=a.jobs)
+    return verify(
+        a.repo,
+        rev=a.rev,
+        against=a.against,
+        strict=a.strict,
+        as_json=a.json,
+        jobs=a.jobs,
+        require_signed=a.require_signed,
+    )
 
 
 def _migrate(a: argparse.Namespace) -> int:
@@ -200,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="warnings (e.g. unknown submissions) fail too")
     json_flag(p)
     p.add_argument("--jobs", type=_positive, help="hashing threads, 1 to 1024 (default: one per core)")
+    p.add_argument(
+        "--require-signed",
+        action="store_true",
+        help="every commit changing state/ or history/ (since --against BASE) must pass git verify-commit",
+    )
 
     p = command("migrate", _migrate, "legacy week-only IDs to versioned IDs, in one commit")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the YAML diff; write nothing")

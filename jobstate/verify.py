@@ -20,7 +20,8 @@ from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
-from jobstate.git.snapshot import Revision, Snapshot, WorkTree, git_read, is_bare, locate
+from jobstate.git.signing import signature_problems
+from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.yamlio import loads
 
@@ -518,8 +519,13 @@ def verify(
     rev: str | None = None,
     against: str | None = None,
     workers: int | None = None,
+    require_signed: bool = False,
 ) -> Report:
-    """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only."""
+    """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only.
+
+    With ``require_signed``, every commit that changed state/ or history/ (since
+    ``against``, if given) must be signed and pass ``git verify-commit``.
+    """
     cwd = locate(path)
     if rev is None and is_bare(cwd):
         raise UsageError(f"{cwd} is a bare repository: pass --rev REV")
@@ -530,6 +536,10 @@ def verify(
         snap.close()
     if rev is None:
         _check_clean(cwd, report)
+    if require_signed:
+        tip = snap.commit if isinstance(snap, Revision) else "HEAD"
+        for sha, problem in signature_problems(cwd, tip, against, ROOTS):
+            report.problems.append(Problem(f"commit {sha[:12]}", f"{problem}; it changes state/ or history/"))
     if against is not None:
         base_snap = Revision(cwd, against)
         try:

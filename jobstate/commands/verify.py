@@ -10,10 +10,17 @@ from jobstate.verify import verify as verify_state
 
 
 def verify(
-    repo: str | None, *, rev: str | None, against: str | None, strict: bool, as_json: bool, jobs: int | None
+    repo: str | None,
+    *,
+    rev: str | None,
+    against: str | None,
+    strict: bool,
+    as_json: bool,
+    jobs: int | None,
+    require_signed: bool = False,
 ) -> int:
     """Check the state read-only; exit 1 when problems are found."""
-    report = verify_state(repo_path(repo), rev=rev, against=against, workers=jobs)
+    report = verify_state(repo_path(repo), rev=rev, against=against, workers=jobs, require_signed=require_signed)
     if as_json:
         print_json(report.to_json(strict))
     else:

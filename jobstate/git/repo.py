@@ -21,6 +21,7 @@ from jobstate.errors import GitError, RemoteUnavailable, UsageError
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
 from jobstate.git.runner import first_error_line, run_git
+from jobstate.git.signing import signed_commit, signing_requested
 
 _Reader = Callable[[str], tuple[bytes, bytes]]
 
@@ -53,6 +54,7 @@ class GitRepo:
         self._ident: tuple[bytes, bytes] | None = None
         self._trees: dict[str, Tree] = {}
         self._extensions: dict[str, str] | None = None
+        self._signs: bool | None = None
 
     # ------------------------------------------------------------------- format
     @property
@@ -248,7 +250,14 @@ class GitRepo:
         return self._ident
 
     def make_commit(self, tree: str, parent: str | None, message: str) -> str:
-        """Write a commit object (author and committer from git's own configuration)."""
+        """Write a commit object (author and committer from git's own configuration).
+
+        Signed, as ``git commit`` would sign it, when the configuration asks for it.
+        """
+        if self._signs is None:
+            self._signs = signing_requested(self.root)
+        if self._signs:
+            return signed_commit(self.root, tree, parent, message)
         author, committer = self._identity()
         stamp = b" %d +0000" % int(time.time())
         lines = [b"tree " + tree.encode()]
