@@ -23,6 +23,7 @@ from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.signing import signature_problems
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
+from jobstate.verify_lfs import check_pointers
 from jobstate.yamlio import loads
 
 _LEGACY_FIELDS = ("remote_tasks", "approval", "costs", "completed_at", "artifacts")
@@ -446,12 +447,17 @@ def _check_artifacts(
     report.artifact_bytes = sum(e.size for e in entries)
     if not hash_artifacts or not entries:
         return
+    expected = {f"state/{name}/{rel}": exp for name, rel, exp in wanted}
+    by_pointer, findings = check_pointers(snap, entries, expected)
+    report.problems.extend(Problem(*finding) for finding in findings)
+    entries = [e for e in entries if e.path not in by_pointer]
+    if not entries:
+        return
     progress = Progress(report.artifact_bytes)
     try:
         digests = snap.hash(entries, workers, progress)
     finally:
         progress.finish()
-    expected = {f"state/{name}/{rel}": exp for name, rel, exp in wanted}
     for path, found in sorted(digests.items()):
         if isinstance(found, OSError):
             report.problems.append(Problem(path, f"cannot read artifact: {found}"))
