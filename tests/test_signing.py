@@ -11,6 +11,7 @@ import pytest
 from jobstate.main import main
 
 from .conftest import git, git_init, status
+from .snapshots import tree_state
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen is not installed")
 
@@ -74,6 +75,7 @@ def test_an_unsigned_commit_to_state_fails_require_signed(
     (signed_repo / "README").write_text("not state\n")
     git(signed_repo, "add", "README")
     git(signed_repo, "commit", "-q", "--no-gpg-sign", "-m", "outside state/: not checked")
+    before = tree_state(signed_repo)
     for args in (["verify"], ["verify", "--rev", "HEAD"], ["verify", "--against", signed_tip]):
         code, out, _err = _jobstate(signed_repo, capsys, *args, "--require-signed")
         assert code == 1, out
@@ -81,6 +83,7 @@ def test_an_unsigned_commit_to_state_fails_require_signed(
         assert len(out.splitlines()) == 3 if "--against" in args else 2, out
     code, out, _err = _jobstate(signed_repo, capsys, "verify", "--require-signed", "--against", unsigned)
     assert code == 0, out
+    assert tree_state(signed_repo) == before  # verify --require-signed is read-only
     code, out, _err = _jobstate(signed_repo, capsys, "verify")
     assert code == 0, out  # without --require-signed nothing is asked of signatures
 
