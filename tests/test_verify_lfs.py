@@ -138,3 +138,25 @@ def test_only_well_formed_pointers_are_pointers(text: bytes) -> None:
 def test_a_pointer_with_extension_lines_is_read() -> None:
     text = _pointer("c" * 64, 7).replace(b"oid", b"ext-0-foo sha256:" + b"d" * 64 + b"\noid")
     assert parse_pointer(text) == Pointer("c" * 64, 7)
+
+
+@both_formats
+def test_recording_an_artifact_hashes_the_real_file_and_commits_what_git_add_would(
+    lfs_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    media = b"\x02second take " * 700
+    with (
+        Store(lfs_repo, now=lambda: FIXED, lock_timeout=5) as store,
+        paid_step(store, "2026-W32-0", "rework") as step,
+    ):
+        step.accepted("task-2")
+        (step.directory / "take2.mp4").write_bytes(media)
+        record = step.artifact("take2.mp4")
+    path = "state/2026-W32-0/take2.mp4"
+    assert record["sha256"] == hashlib.sha256(media).hexdigest()
+    assert git(lfs_repo, "cat-file", "blob", f"HEAD:{path}").encode() == _pointer(record["sha256"], len(media))
+    assert status(lfs_repo) == ""  # the index agrees with the commit: no staged conversion left behind
+    assert (lfs_repo / path).read_bytes() == media
+    for args in (["--rev", "HEAD", "--strict"], ["--strict"]):
+        code, out = _verify(lfs_repo, capsys, *args)
+        assert code == 0, out

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from jobstate.errors import GitError, RemoteUnavailable, UsageError
+from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
 from jobstate.git.runner import first_error_line, run_git
@@ -279,8 +280,9 @@ class GitRepo:
         ``blobs`` adds paths that reuse existing blobs (path -> (mode, sha)), as a
         move does. Nothing points at the commit yet: ``update_ref`` makes it visible.
         """
+        filtered = filtered_blobs(self.root, files)  # artifacts kept in Git LFS: what git add would commit
         changes: dict[str, TreeEdit] = {
-            path: None if data is None else (BLOB_MODE, self.write_object(b"blob", data))
+            path: None if data is None else (BLOB_MODE, filtered.get(path) or self.write_object(b"blob", data))
             for path, data in files.items()
         }
         changes.update(blobs or {})
