@@ -4,10 +4,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv test demo lint bench verify clean allocate generate approve rework reassemble complete
+.PHONY: help venv test test-slow demo lint bench verify clean allocate generate approve rework reassemble complete
 
 help:
-	@echo "make test   - create .venv, install jobstate with test extras, run pytest"
+	@echo "make test   - create .venv, install jobstate with test extras, run pytest (all but the slow SIGKILL loops)"
+	@echo "make test-slow - the SIGKILL torture loops of allocate and jobstate run (CI runs them too)"
 	@echo "make demo   - run the demo in a throwaway repo"
 	@echo "make lint   - ruff and mypy --strict"
 	@echo "make bench  - performance figures"
@@ -22,7 +23,11 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
+
+# the SIGKILL loops (a few minutes); CI runs them after make test
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m jobstate_demo.demo

@@ -15,7 +15,6 @@ from jobstate.core.keys import validate_key
 from jobstate.core.periods import Period
 from jobstate.core.records import EPISODE_FIELDS, Allocation
 from jobstate.errors import UsageError
-from jobstate.git.objects import blob_sha
 from jobstate.store import Store
 
 
@@ -66,7 +65,7 @@ def _committed_answer(store: Store, key: str, period: Period, keep_period: bool)
         return None  # unknown, conflicting or ambiguous: decided (and reported) under the lock
     for row in rows:
         try:
-            if blob_sha(store.path(row.path).read_bytes()) != row.blob:
+            if store.git.blob_sha(store.path(row.path).read_bytes()) != row.blob:
                 return None
         except OSError:
             return None

@@ -193,6 +193,7 @@ def _verify(a: argparse.Namespace) -> int:
         fmt=fmt,
         jobs=a.jobs,
         uncommitted_ok=a.uncommitted_ok,
+        require_signed=a.require_signed,
     )
 
 
@@ -419,6 +420,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="text (default), json, or github: workflow annotations (::error file=...,line=...::) for Actions",
     )
     p.add_argument("--jobs", type=_positive, help="hashing threads, 1 to 1024 (default: one per core)")
+    p.add_argument(
+        "--require-signed",
+        action="store_true",
+        help="every commit changing state/ or history/ (since --against BASE) must pass git verify-commit",
+    )
 
     def max_chars(p: argparse.ArgumentParser) -> None:
         p.add_argument(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from jobstate.config import DEFAULT_CONFIG_TEXT
@@ -32,17 +33,16 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
         _require_identity(path)  # before git init: a refused init leaves nothing behind
         init_repository(path)
         root = path.resolve()
-    _require_identity(root)
     store = Store(root)
+    _ = store.git.format  # an object format jobstate cannot write is refused before anything else
+    _require_identity(root)
+    # the transaction writes the files, and puts everything back when the commit fails
     files: dict[str, bytes | None] = {}
 
     def ensure(rel: str, default: str) -> None:
         file = root / rel
-        if not file.exists():
-            file.parent.mkdir(parents=True, exist_ok=True)
-            file.write_text(default, encoding="utf-8")
         if not store.git.in_head(rel):  # also what an interrupted init wrote and never committed
-            files[rel] = file.read_bytes()
+            files[rel] = file.read_bytes() if file.is_file() else default.encode()
 
     ensure(f"{STATE}/.gitkeep", "")
     ensure(f"{HISTORY}/.gitkeep", "")
@@ -51,13 +51,20 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
     text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
     if f"{PRIVATE}/" not in text.splitlines():
         text += ("" if not text or text.endswith("\n") else "\n") + f"{PRIVATE}/\n"
-        ignore.write_text(text, encoding="utf-8")
         files[".gitignore"] = text.encode()
     elif not store.git.in_head(".gitignore"):
         files[".gitignore"] = text.encode()
     if not files:
         return store, False
-    transact(store, lambda _cat: StateChange(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
+    made = not (root / STATE).exists()
+    (root / STATE).mkdir(exist_ok=True)  # the transaction requires it
+    try:
+        transact(store, lambda _cat: StateChange(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                (root / STATE).rmdir()
+        raise
     return store, True
 
 

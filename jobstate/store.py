@@ -22,7 +22,6 @@ from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, epis
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict
 from jobstate.errors import EpisodeUnknown, NotInitialized, StateInvalid, UsageError
-from jobstate.git.objects import blob_sha
 from jobstate.git.repo import GitRepo, find_root
 
 
@@ -95,7 +94,7 @@ class Store:
             except FileNotFoundError:
                 data = b""
             cat = self._read_only_catalog()
-            if cat is not None and cat.meta("config_blob") == blob_sha(data):
+            if cat is not None and cat.meta("config_blob") == self.git.blob_sha(data):
                 cached = cat.meta("config")
                 if cached:
                     self._config = Config.from_json(cached)

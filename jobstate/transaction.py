@@ -30,7 +30,6 @@ from jobstate.catalog import Catalog
 from jobstate.core.layout import STATE, describes_episode
 from jobstate.errors import ConcurrentUpdate, JobstateError, RemoteUnavailable, UsageError
 from jobstate.git.index import IndexLock
-from jobstate.git.objects import blob_sha
 from jobstate.lock import FileLock
 from jobstate.store import Store
 from jobstate.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
@@ -135,7 +134,7 @@ def _write_undo(store: Store, before: Mapping[str, bytes | None], after: Mapping
         if old is None and rel.startswith(f"{STATE}/") and describes_episode(rel):
             continue  # a new episode file: if its commit never lands, allocate recovers it as it is
         old_sha = None if old is None else store.git.write_object(b"blob", old)
-        undo[rel] = [old_sha, None if new is None else blob_sha(new)]
+        undo[rel] = [old_sha, None if new is None else store.git.blob_sha(new)]
     if undo:
         _write_json(store.private / "undo.json", undo)
 
@@ -256,7 +255,7 @@ def commit(
                 if data is None:
                     remove.append(path)
                 else:
-                    add.extend(rows_from_blobs(store, [(blob_sha(data), path)]))
+                    add.extend(rows_from_blobs(store, [(store.git.blob_sha(data), path)]))
             cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
         _update_index(index, pending.paths)
     marker.unlink()
@@ -304,7 +303,9 @@ def _restore(
     if unless_in_head and head is not None:
         in_head = {p: sha for _mode, sha, p in store.git.ls_tree(head, *unless_in_head)}
         landed = {
-            rel for rel, new in unless_in_head.items() if in_head.get(rel) == (None if new is None else blob_sha(new))
+            rel
+            for rel, new in unless_in_head.items()
+            if in_head.get(rel) == (None if new is None else store.git.blob_sha(new))
         }
     for rel, old in before.items():
         if rel not in landed:

@@ -32,8 +32,10 @@ from jobstate.facts import (
     fill_from_episode_fields,
     legacy_facts,
 )
-from jobstate.git.snapshot import Revision, Snapshot, WorkTree, git_read, is_bare, locate
+from jobstate.git.signing import signature_problems
+from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
+from jobstate.verify_lfs import check_pointers
 from jobstate.yamlio import loads
 
 
@@ -384,12 +386,17 @@ def _check_artifacts(
     report.artifact_bytes = sum(e.size for e in entries)
     if not hash_artifacts or not entries:
         return
+    expected = {f"state/{name}/{rel}": exp for name, rel, exp in wanted}
+    by_pointer, findings = check_pointers(snap, entries, expected)
+    report.problems.extend(Problem(*finding) for finding in findings)
+    entries = [e for e in entries if e.path not in by_pointer]
+    if not entries:
+        return
     progress = Progress(report.artifact_bytes)
     try:
         digests = snap.hash(entries, workers, progress)
     finally:
         progress.finish()
-    expected = {f"state/{name}/{rel}": exp for name, rel, exp in wanted}
     for path, found in sorted(digests.items()):
         if isinstance(found, OSError):
             report.problems.append(Problem(path, f"cannot read artifact: {found}"))
@@ -419,11 +426,14 @@ def verify(
     against: str | None = None,
     workers: int | None = None,
     check_clean: bool = True,
+    require_signed: bool = False,
 ) -> Report:
     """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only.
 
     ``check_clean=False`` skips the check that the work tree is committed (a pre-commit
-    hook checks staged changes before they are committed).
+    hook checks staged changes before they are committed). With ``require_signed``, every
+    commit that changed state/ or history/ (since ``against``, if given) must be signed and
+    pass ``git verify-commit``.
     """
     cwd = locate(path)
     if rev is None and is_bare(cwd):
@@ -435,6 +445,10 @@ def verify(
         snap.close()
     if rev is None and check_clean:
         _check_clean(cwd, report)
+    if require_signed:
+        tip = snap.commit if isinstance(snap, Revision) else "HEAD"
+        for sha, problem in signature_problems(cwd, tip, against, ROOTS):
+            report.problems.append(Problem(f"commit {sha[:12]}", f"{problem}; it changes state/ or history/"))
     if against is not None:
         base_snap = Revision(cwd, against)
         try:

@@ -12,10 +12,10 @@ import shutil
 
 from jobstate.atomic import TEMP_PREFIX
 from jobstate.catalog import Catalog, Row
+from jobstate.config import config_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, HISTORY, STATE, describes_episode, episode_path
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
-from jobstate.git.objects import blob_sha
 from jobstate.store import Store
 from jobstate.yamlio import load_file, loads
 
@@ -27,12 +27,16 @@ def fresh_catalog(store: Store) -> Catalog:
     known = cat.meta("head") or None
     if known != head:
         _refresh(store, cat, known, head)
-    if cat.meta("config_blob") is None:
-        try:
-            data = (store.root / CONFIG_FILE).read_bytes()
-        except FileNotFoundError:
-            data = b""
-        cat.update(head=head, add=[], remove=[], config_blob=blob_sha(data), config=store.config.to_json())
+    try:
+        data = (store.root / CONFIG_FILE).read_bytes()
+    except FileNotFoundError:
+        data = b""
+    blob = store.git.blob_sha(data)
+    if cat.meta("config_blob") != blob:
+        # the settings the lock-free retry reads without YAML; parsed from the file as it is now
+        # (init writes jobstate.yaml inside its own transaction, after this store first looked)
+        config = config_from_yaml_dict(loads(data, CONFIG_FILE) if data.strip() else None)
+        cat.update(head=head, add=[], remove=[], config_blob=blob, config=config.to_json())
     return cat
 
 
@@ -63,7 +67,7 @@ def rows_from_blobs(store: Store, blobs: list[tuple[str, str]]) -> list[Row]:
             data = (store.root / path).read_bytes()
         except OSError:
             data = None
-        if data is not None and blob_sha(data) == sha:
+        if data is not None and store.git.blob_sha(data) == sha:
             datas[path] = data
         else:
             missing.append((sha, path))
@@ -139,7 +143,7 @@ def check_clean(store: Store, row: Row) -> bytes:
         raise UsageError(
             f"{row.path} is committed but missing from the work tree; restore it with: git checkout -- {row.path}"
         ) from None
-    if blob_sha(data) != row.blob:
+    if store.git.blob_sha(data) != row.blob:
         raise UsageError(
             f"{row.path} has uncommitted changes; commit them or restore the file with: git checkout -- {row.path}"
         )

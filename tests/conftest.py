@@ -22,6 +22,9 @@ from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
 FIXED = datetime(2026, 8, 7, 10, 0, 0, tzinfo=UTC)
+OBJECT_FORMATS = ("sha1", "sha256")
+# the core scenarios run on SHA-1 and SHA-256 repositories: mark a test with this to run it on both
+both_formats = pytest.mark.parametrize("object_format", OBJECT_FORMATS, indirect=True)
 
 
 def isolate(monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
@@ -64,13 +67,29 @@ def git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
 
 
+def git_init(path: Path, object_format: str = "sha1", *, bare: bool = False) -> None:
+    """``git init`` with branch main in the given object format."""
+    path.mkdir(parents=True, exist_ok=True)
+    args = ["init", "-q", "-b", "main", f"--object-format={object_format}"] + (["--bare"] if bare else [])
+    git(path, *args)
+
+
 @pytest.fixture
-def repo(tmp_path: Path) -> Path:
+def object_format(request: pytest.FixtureRequest) -> str:
+    """The object format of the ``repo`` fixture: SHA-1 unless a test is marked ``both_formats``."""
+    return str(getattr(request, "param", "sha1"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path, object_format: str) -> Path:
     """A fresh state repository (git init + jobstate init)."""
     path = tmp_path / "repo"
     path.mkdir()
+    if object_format != "sha1":
+        git_init(path, object_format)
     store, _ = init(path, git_init=True)
     store.close()
+    assert git(path, "rev-parse", "--show-object-format").strip() == object_format
     return path
 
 

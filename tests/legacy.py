@@ -46,10 +46,10 @@ def write_legacy_week(repo: Path, week: str, n: int, *, history: bool = True) ->
         )
 
 
-def make_legacy_repo(repo: Path, weeks: list[str]) -> None:
+def make_legacy_repo(repo: Path, weeks: list[str], object_format: str = "sha1") -> None:
     """A Git repository in the legacy layout, committed, without jobstate init."""
     repo.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "init", "-q", f"--object-format={object_format}"], cwd=repo, check=True)
     for n, week in enumerate(weeks):
         write_legacy_week(repo, week, n)
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)

@@ -14,12 +14,13 @@ from jobstate.errors import AllocationConflict, JobstateError, StateInvalid, Usa
 from jobstate.store import Store
 from jobstate.yamlio import dumps
 
-from .conftest import committed_files, git, run_cli, status
+from .conftest import both_formats, committed_files, git, run_cli, status
 
 W32 = parse_period("2026-W32")
 W33 = parse_period("2026-W33")
 
 
+@both_formats
 def test_sequence_increments_within_a_week_and_restarts_next_week(store: Store, repo: Path) -> None:
     ids = [allocate(store, f"run:{i}", W32).episode_id for i in range(3)]
     assert ids == ["2026-W32-0", "2026-W32-1", "2026-W32-2"]
@@ -29,6 +30,7 @@ def test_sequence_increments_within_a_week_and_restarts_next_week(store: Store, 
     assert status(repo) == ""
 
 
+@both_formats
 def test_same_key_returns_same_episode_and_writes_nothing(store: Store, repo: Path) -> None:
     first = allocate(store, "scheduled-run:2026-08-07", W32)
     head = git(repo, "rev-parse", "HEAD")
@@ -81,6 +83,7 @@ def test_ambiguous_key_fails_and_lists_the_episodes(store: Store, repo: Path) ->
         allocate(store, "dup", W32)
 
 
+@both_formats
 def test_same_key_after_crash_returns_same_episode(store: Store, repo: Path) -> None:
     # what a kill between write and commit leaves: the file, uncommitted
     allocate(store, "other", W32)

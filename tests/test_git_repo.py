@@ -6,14 +6,15 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobstate.git.objects import BLOB_MODE, TREE_MODE, blob_sha
+from jobstate.git.objects import BLOB_MODE, FORMATS, TREE_MODE, blob_sha
 from jobstate.git.repo import GitRepo
 
-from .conftest import git
+from .conftest import both_formats, git
 
 _names = st.text(alphabet="abc-./_019W", min_size=1, max_size=6).filter(lambda n: "/" not in n and n not in (".", ".."))
 
 
+@both_formats
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.dictionaries(_names, st.booleans(), min_size=1, max_size=30), st.lists(_names, max_size=8), st.data())
 def test_spliced_trees_equal_what_git_mktree_writes(
@@ -39,17 +40,20 @@ def test_spliced_trees_equal_what_git_mktree_writes(
     assert tree == expected.stdout.strip()
 
 
-def test_blob_sha_matches_git(repo: Path) -> None:
+@both_formats
+def test_blob_sha_matches_git(repo: Path, object_format: str) -> None:
     (repo / "f").write_bytes(b"hello\0world\n")
-    assert blob_sha(b"hello\0world\n") == git(repo, "hash-object", "f").strip()
+    assert blob_sha(b"hello\0world\n", FORMATS[object_format]) == git(repo, "hash-object", "f").strip()
+    assert GitRepo(repo).format is FORMATS[object_format]
 
 
+@both_formats
 def test_update_ref_is_a_compare_and_swap(repo: Path) -> None:
     g = GitRepo(repo)
     head = g.head_commit()
     assert head is not None
     commit = g.build_commit(head, {"x.txt": b"x"}, "x")
-    assert g.update_ref("refs/heads/main", commit, "0" * 40, "stale") is False
+    assert g.update_ref("refs/heads/main", commit, g.format.zero, "stale") is False
     assert g.head_commit() == head
     assert g.update_ref("refs/heads/main", commit, head, "fresh") is True
     assert git(repo, "log", "-1", "--format=%s").strip() == "x"

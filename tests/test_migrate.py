@@ -9,7 +9,7 @@ from jobstate.core.periods import parse_period
 from jobstate.store import Store
 from jobstate.yamlio import loads
 
-from .conftest import git, run_cli, status
+from .conftest import both_formats, git, run_cli, status
 from .fakegit import fake_git, run_killed
 from .legacy import make_legacy_repo, write_legacy_week
 from .snapshots import tree_state
@@ -18,9 +18,9 @@ WEEKS = ["2026-W30", "2026-W31", "2026-W53"]
 
 
 @pytest.fixture
-def legacy(tmp_path: Path) -> Path:
+def legacy(tmp_path: Path, object_format: str) -> Path:
     repo = tmp_path / "legacy"
-    make_legacy_repo(repo, WEEKS)
+    make_legacy_repo(repo, WEEKS, object_format)
     return repo
 
 
@@ -35,6 +35,7 @@ def test_dry_run_prints_plan_and_diff_and_writes_nothing(legacy: Path) -> None:
     assert tree_state(legacy) == before
 
 
+@both_formats
 def test_migration_is_one_commit_of_renames_keeping_every_value(legacy: Path) -> None:
     old = {w: loads((legacy / "state" / w / "episode.yaml").read_bytes(), w) for w in WEEKS}
     old_hist = {w: loads((legacy / "history" / f"{w}.yaml").read_bytes(), w) for w in WEEKS}

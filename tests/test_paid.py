@@ -25,7 +25,7 @@ from jobstate.review import approve, complete
 from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator, submit
 
-from .conftest import FIXED, committed_files, git, run_cli, status, vendor_step
+from .conftest import FIXED, both_formats, committed_files, git, run_cli, status, vendor_step
 
 W32 = parse_period("2026-W32")
 
@@ -93,6 +93,7 @@ def test_no_paid_or_state_command_creates_an_episode(repo: Path, vendor: VendorS
     assert vendor.charges() == []
 
 
+@both_formats
 def test_happy_path_records_intent_ref_cost_artifact(
     store: Store, repo: Path, episode: str, vendor: VendorSimulator
 ) -> None:

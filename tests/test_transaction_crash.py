@@ -15,7 +15,7 @@ import pytest
 
 from jobstate.store import Store
 
-from .conftest import committed_files, git, run_cli, status
+from .conftest import both_formats, committed_files, git, run_cli, status
 from .fakegit import fake_git, run_killed
 
 KILLS = int(os.environ.get("JOBSTATE_TEST_KILLS", "100"))
@@ -63,6 +63,7 @@ def test_sigkill_at_random_moments_loses_and_duplicates_nothing(repo: Path) -> N
 
 
 @pytest.mark.parametrize("kill_on", ["update-ref", "update-index"])
+@both_formats
 def test_kill_between_write_and_commit_or_commit_and_index(repo: Path, tmp_path: Path, kill_on: str) -> None:
     run_cli("allocate", "--key", "before", "--week", "2026-W32", cwd=repo)
     env = fake_git(tmp_path, kill_on)

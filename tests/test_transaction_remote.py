@@ -16,7 +16,7 @@ import pytest
 
 from jobstate.setup_repo import init
 
-from .conftest import git, run_cli, status
+from .conftest import both_formats, git, git_init, run_cli, status
 from .procs import parse_json_lines, run_together
 
 
@@ -61,12 +61,14 @@ def daemon(tmp_path: Path) -> Iterator[str]:
         proc.wait()
 
 
-def make_hosts(tmp_path: Path, hosts: int, url: str | None = None) -> tuple[Path, list[Path]]:
+def make_hosts(
+    tmp_path: Path, hosts: int, url: str | None = None, object_format: str = "sha1"
+) -> tuple[Path, list[Path]]:
     """A bare remote with an initialized state branch, and ``hosts`` clones of it."""
     bare = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    git_init(bare, object_format, bare=True)
     seed = tmp_path / "seed"
-    seed.mkdir()
+    git_init(seed, object_format)
     store, _ = init(seed, git_init=True)
     store.close()
     (seed / "jobstate.yaml").write_text("period: iso-week\nremote: origin\nlock_timeout: 60\n")
@@ -157,8 +159,9 @@ def test_local_commits_not_on_the_remote_are_refused(tmp_path: Path) -> None:
     assert "not on origin" in proc.stderr
 
 
-def test_paid_step_records_go_through_the_remote(tmp_path: Path) -> None:
-    bare, (one, two) = make_hosts(tmp_path, 2)
+@both_formats
+def test_paid_step_records_go_through_the_remote(tmp_path: Path, object_format: str) -> None:
+    bare, (one, two) = make_hosts(tmp_path, 2, object_format=object_format)
     eid = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=one).stdout.strip()
     script = "import json, os; open(os.environ['JOBSTATE_RESULT'], 'w').write(json.dumps({'remote_ref': 't-1'}))"
     proc = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=two)

@@ -17,37 +17,40 @@ from jobstate.setup_repo import init
 from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
-from .conftest import git, isolate, run_cli, vendor_step
+from .conftest import both_formats, git, git_init, run_cli, vendor_step
 from .snapshots import tree_state
 
 W32 = parse_period("2026-W32")
 
 
 @pytest.fixture(scope="module")
-def _pipeline_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Built once per module (a few seconds): two episodes with submissions, costs, artifacts, approval;
-    one completed."""
-    top = tmp_path_factory.mktemp("pipeline")
-    with pytest.MonkeyPatch.context() as mp:
-        isolate(mp, top)
-        repo = top / "repo"
-        repo.mkdir()
-        init(repo, git_init=True)[0].close()
-        with VendorSimulator() as vendor, Store(repo) as store:
-            cmd = ["--", *vendor_step(vendor.url)]
-            for key in ("a", "b"):
-                eid = allocate(store, key, W32).episode_id
-                assert run_cli("run", "--episode", eid, "--step", "generate", *cmd, cwd=repo).returncode == 0
-            run_cli("approve", "--episode", "2026-W32-0", "--by", "ed", cwd=repo)
-            assert run_cli("complete", "--episode", "2026-W32-0", cwd=repo).returncode == 0
-    return repo
+def _pipeline_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pipelines")
+
+
+def _build_pipeline(repo: Path, object_format: str) -> None:
+    """Two episodes with submissions, costs, artifacts, approval; one completed (a few seconds)."""
+    git_init(repo, object_format)
+    init(repo)[0].close()
+    with VendorSimulator() as vendor, Store(repo) as store:
+        cmd = ["--", *vendor_step(vendor.url)]
+        for key in ("a", "b"):
+            eid = allocate(store, key, W32).episode_id
+            assert run_cli("run", "--episode", eid, "--step", "generate", *cmd, cwd=repo).returncode == 0
+        run_cli("approve", "--episode", "2026-W32-0", "--by", "ed", cwd=repo)
+        assert run_cli("complete", "--episode", "2026-W32-0", cwd=repo).returncode == 0
 
 
 @pytest.fixture
-def pipeline_repo(_pipeline_template: Path, tmp_path: Path) -> Path:
-    """A copy of the module's pipeline repository, the test's own to change."""
-    repo = tmp_path / "repo"
-    shutil.copytree(_pipeline_template, repo, symlinks=True)
+def pipeline_repo(_pipeline_cache: Path, object_format: str, tmp_path: Path) -> Path:
+    """The pipeline repository in the test's object format, the test's own to change: built once per
+    module and format, then copied."""
+    repo, cached = tmp_path / "repo", _pipeline_cache / object_format
+    if cached.exists():
+        shutil.copytree(cached, repo, symlinks=True)
+    else:
+        _build_pipeline(repo, object_format)
+        shutil.copytree(repo, cached, symlinks=True)
     return repo
 
 
@@ -55,6 +58,7 @@ def _verify(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli("verify", *args, cwd=repo)
 
 
+@both_formats
 def test_clean_state_passes_with_summary_line(pipeline_repo: Path) -> None:
     proc = _verify(pipeline_repo)
     assert proc.returncode == 0, proc.stdout
@@ -116,6 +120,7 @@ def test_verify_runs_on_a_read_only_copy(pipeline_repo: Path) -> None:
         shutil.rmtree(top)
 
 
+@both_formats
 def test_tampered_and_missing_artifacts_are_reported(pipeline_repo: Path) -> None:
     art = pipeline_repo / "state" / "2026-W32-1" / "generate.txt"
     art.write_text("tampered\n")
@@ -212,6 +217,7 @@ def test_no_state_is_exit_2_as_in_every_command(tmp_path: Path) -> None:
     assert "no state/ directory" in proc.stderr
 
 
+@both_formats
 def test_against_reports_drift_old_beside_new(pipeline_repo: Path) -> None:
     costs = pipeline_repo / "state" / "2026-W32-1" / "costs.yaml"
     costs.write_text(costs.read_text().replace("'12.40'", "'12.41'"))

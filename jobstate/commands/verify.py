@@ -19,10 +19,18 @@ def verify(
     fmt: str,
     jobs: int | None,
     uncommitted_ok: bool = False,
+    require_signed: bool = False,
 ) -> int:
     """Check the state read-only; exit 1 when problems are found."""
     path = repo_path(repo)
-    report = verify_state(path, rev=rev, against=against, workers=jobs, check_clean=not uncommitted_ok)
+    report = verify_state(
+        path,
+        rev=rev,
+        against=against,
+        workers=jobs,
+        check_clean=not uncommitted_ok,
+        require_signed=require_signed,
+    )
     if fmt == "json":
         print_json(report.to_json(strict))
     elif fmt == "github":

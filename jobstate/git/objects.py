@@ -1,4 +1,4 @@
-"""Git objects: blob IDs, raw trees edited by splicing, and the one ``cat-file --batch`` reader."""
+"""Git objects: object formats and IDs, raw trees edited by splicing, and the one ``cat-file --batch`` reader."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import bisect
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from jobstate.git.runner import popen_git
@@ -16,22 +17,44 @@ BLOB_MODE = b"100644"
 TreeEdit = tuple[bytes, str] | None  # (mode, hex sha) to set, None to delete
 
 
-def blob_sha(data: bytes) -> str:
-    """The Git object ID of a blob with these bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+@dataclass(frozen=True)
+class ObjectFormat:
+    """A Git object format: the hash that names objects (``sha1``, or ``sha256`` since Git 2.29)."""
+
+    name: str
+    width: int  # bytes of a raw object ID, as trees store it
+
+    @property
+    def zero(self) -> str:
+        """The all-zero object ID (``update-ref``'s "must not exist yet")."""
+        return "0" * (2 * self.width)
+
+    def object_id(self, kind: bytes, body: bytes) -> str:
+        """The ID of an object of type ``kind`` with content ``body``."""
+        return hashlib.new(self.name, kind + b" %d\0" % len(body) + body, usedforsecurity=False).hexdigest()
+
+
+SHA1 = ObjectFormat("sha1", 20)
+SHA256 = ObjectFormat("sha256", 32)
+FORMATS = {f.name: f for f in (SHA1, SHA256)}
+
+
+def blob_sha(data: bytes, fmt: ObjectFormat) -> str:
+    """The Git object ID of a blob with these bytes, in object format ``fmt``."""
+    return fmt.object_id(b"blob", data)
 
 
 def _sort_key(mode: bytes, name: bytes) -> bytes:
     return name + b"/" if mode == TREE_MODE else name
 
 
-def _scan(data: bytes) -> Iterator[tuple[int, bytes, bytes]]:
+def _scan(data: bytes, width: int) -> Iterator[tuple[int, bytes]]:
     pos, end = 0, len(data)
     while pos < end:
         sp = data.index(b" ", pos)
         nul = data.index(b"\0", sp)
-        yield pos, data[sp + 1 : nul], data[nul + 1 : nul + 21]
-        pos = nul + 21
+        yield pos, data[sp + 1 : nul]
+        pos = nul + 1 + width
 
 
 class Tree:
@@ -41,13 +64,14 @@ class Tree:
     not a parse and a re-serialization of every entry.
     """
 
-    __slots__ = ("keys", "offsets", "raw")
+    __slots__ = ("keys", "offsets", "raw", "width")
 
-    def __init__(self, raw: bytes) -> None:
+    def __init__(self, raw: bytes, width: int) -> None:
         self.raw = raw
+        self.width = width
         self.offsets: list[int] = []
         self.keys: list[bytes] = []
-        for start, name, _sha in _scan(raw):
+        for start, name in _scan(raw, width):
             mode = raw[start : raw.index(b" ", start)]
             self.offsets.append(start)
             self.keys.append(_sort_key(mode, name))
@@ -67,7 +91,7 @@ class Tree:
         start = self.offsets[i]
         sp = self.raw.index(b" ", start)
         nul = self.raw.index(b"\0", sp)
-        return self.raw[start:sp], self.raw[nul + 1 : nul + 21].hex()
+        return self.raw[start:sp], self.raw[nul + 1 : nul + 1 + self.width].hex()
 
     def edited(self, name: bytes, change: TreeEdit) -> Tree:
         """A new Tree with ``name`` set to ``change`` (or removed for None)."""
@@ -75,9 +99,9 @@ class Tree:
         raw, offsets, keys = self.raw, self.offsets, self.keys
         if i is not None:  # remove the old entry first
             end = offsets[i + 1] if i + 1 < len(offsets) else len(raw)
-            width = end - offsets[i]
+            span = end - offsets[i]
             raw = raw[: offsets[i]] + raw[end:]
-            offsets = offsets[:i] + [o - width for o in offsets[i + 1 :]]
+            offsets = offsets[:i] + [o - span for o in offsets[i + 1 :]]
             keys = keys[:i] + keys[i + 1 :]
         if change is not None:
             entry = change[0] + b" " + name + b"\0" + bytes.fromhex(change[1])
@@ -88,7 +112,7 @@ class Tree:
             offsets = [*offsets[:k], at, *(o + len(entry) for o in offsets[k:])]
             keys = [*keys[:k], key, *keys[k:]]
         new = Tree.__new__(Tree)
-        new.raw, new.offsets, new.keys = raw, offsets, keys
+        new.raw, new.offsets, new.keys, new.width = raw, offsets, keys, self.width
         return new
 
 

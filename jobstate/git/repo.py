@@ -9,7 +9,6 @@ private copy and renaming it into place, so jobstate never leaves a stale
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import time
@@ -19,10 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from jobstate.errors import GitError, NotInitialized, RemoteUnavailable, UsageError
-from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, Tree, TreeEdit
+from jobstate.git.attributes import filtered_blobs
+from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
+from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
 from jobstate.git.runner import first_error_line, run_git
+from jobstate.git.signing import signed_commit, signing_requested
 
-ZERO = "0" * 40
 _Reader = Callable[[str], tuple[bytes, bytes]]
 
 
@@ -60,6 +61,30 @@ class GitRepo:
         self.common_dir = (git_dir / common.read_text().strip()).resolve() if common.exists() else git_dir
         self._ident: tuple[bytes, bytes] | None = None
         self._trees: dict[str, Tree] = {}
+        self._extensions: dict[str, str] | None = None
+        self._signs: bool | None = None
+
+    # ------------------------------------------------------------------- format
+    @property
+    def extensions(self) -> dict[str, str]:
+        """The repository's ``[extensions]`` (object format, ref storage), read once."""
+        if self._extensions is None:
+            self._extensions = read_extensions(self.common_dir / "config")
+        return self._extensions
+
+    @property
+    def format(self) -> ObjectFormat:
+        """The object format (SHA-1 or SHA-256) every object ID here is in."""
+        return object_format(self.extensions)
+
+    @property
+    def reftable(self) -> bool:
+        """Whether refs live in a reftable (not files): then only git can read them."""
+        return ref_storage(self.extensions) == "reftable"
+
+    def blob_sha(self, data: bytes) -> str:
+        """The ID a blob with these bytes has in this repository."""
+        return self.format.object_id(b"blob", data)
 
     # ----------------------------------------------------------------- commands
     def run(
@@ -75,13 +100,23 @@ class GitRepo:
     # --------------------------------------------------------------------- refs
     def head_ref(self) -> str:
         """The branch HEAD points to, e.g. ``refs/heads/main``."""
-        head = (self.git_dir / "HEAD").read_text(encoding="utf-8").strip()
+        if self.reftable:
+            proc = self.run("symbolic-ref", "--quiet", "HEAD", check=False)
+            head = "ref: " + proc.stdout.decode("utf-8", "replace").strip() if proc.returncode == 0 else ""
+        else:
+            head = (self.git_dir / "HEAD").read_text(encoding="utf-8").strip()
         if not head.startswith("ref: "):
             raise UsageError(f"HEAD of {self.root} is detached: check out a branch first (git switch main)")
         return head[5:]
 
     def resolve_ref(self, ref: str) -> str | None:
-        """The commit a ref points to, read from the files (no subprocess); None if unborn."""
+        """The commit a ref points to, read from the files (no subprocess); None if unborn.
+
+        In a reftable repository refs are not files: git resolves them.
+        """
+        if self.reftable:
+            proc = self.run("rev-parse", "--verify", "--quiet", "--end-of-options", ref, check=False)
+            return proc.stdout.decode("ascii").strip() if proc.returncode == 0 else None
         try:
             value = (self.common_dir / ref).read_text(encoding="ascii").strip()
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
@@ -106,7 +141,7 @@ class GitRepo:
 
     def update_ref(self, ref: str, new: str, old: str | None, message: str) -> bool:
         """Compare-and-swap ``ref`` from ``old`` to ``new``; False when another writer moved it first."""
-        proc = self.run("update-ref", "-m", message, ref, new, old or ZERO, check=False)
+        proc = self.run("update-ref", "-m", message, ref, new, old or self.format.zero, check=False)
         if proc.returncode == 0:
             return True
         err = proc.stderr.decode("utf-8", "replace")
@@ -144,7 +179,7 @@ class GitRepo:
     def write_object(self, kind: bytes, body: bytes) -> str:
         """Store an object as a loose object (atomically); returns its ID."""
         raw = kind + b" %d\0" % len(body) + body
-        sha = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+        sha = self.format.object_id(kind, body)
         path = self._loose_path(sha)
         if path.exists():
             return sha
@@ -159,18 +194,18 @@ class GitRepo:
         kind, body = self.read_object(commit)
         if kind != b"commit" or not body.startswith(b"tree "):
             raise GitError(f"{commit} is not a commit")
-        return body[5:45].decode("ascii")
+        return body[5 : 5 + 2 * self.format.width].decode("ascii")
 
     def _tree(self, sha: str | None) -> Tree:
         if sha is None:
-            return Tree(b"")
+            return Tree(b"", self.format.width)
         cached = self._trees.get(sha)
         if cached is not None:
             return cached
         kind, body = self.read_object(sha)
         if kind != b"tree":
             raise GitError(f"{sha} is not a tree")
-        return self._remember(sha, Tree(body))
+        return self._remember(sha, Tree(body, self.format.width))
 
     def _remember(self, sha: str, tree: Tree) -> Tree:
         # keep the few large trees we edit again and again (state/), not every small one
@@ -223,7 +258,14 @@ class GitRepo:
         return self._ident
 
     def make_commit(self, tree: str, parent: str | None, message: str) -> str:
-        """Write a commit object (author and committer from git's own configuration)."""
+        """Write a commit object (author and committer from git's own configuration).
+
+        Signed, as ``git commit`` would sign it, when the configuration asks for it.
+        """
+        if self._signs is None:
+            self._signs = signing_requested(self.root)
+        if self._signs:
+            return signed_commit(self.root, tree, parent, message)
         author, committer = self._identity()
         stamp = b" %d +0000" % int(time.time())
         lines = [b"tree " + tree.encode()]
@@ -245,8 +287,9 @@ class GitRepo:
         ``blobs`` adds paths that reuse existing blobs (path -> (mode, sha)), as a
         move does. Nothing points at the commit yet: ``update_ref`` makes it visible.
         """
+        filtered = filtered_blobs(self.root, files)  # artifacts kept in Git LFS: what git add would commit
         changes: dict[str, TreeEdit] = {
-            path: None if data is None else (BLOB_MODE, self.write_object(b"blob", data))
+            path: None if data is None else (BLOB_MODE, filtered.get(path) or self.write_object(b"blob", data))
             for path, data in files.items()
         }
         changes.update(blobs or {})

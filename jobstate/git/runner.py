@@ -11,6 +11,7 @@ variables (``GIT_AUTHOR_NAME``, ``GIT_CONFIG_*``, ``GIT_SSH_COMMAND``) are kept.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -49,6 +50,19 @@ def first_error_line(text: str) -> str:
     return lines[-1] if lines else "no output"
 
 
+_DUBIOUS = re.compile(r"detected dubious ownership in repository at '(.*)'")
+
+
+def refuse_dubious(stderr: bytes) -> None:
+    """Turn git's ``safe.directory`` refusal into a UsageError that says how to allow the repository."""
+    found = _DUBIOUS.search(stderr.decode("utf-8", "replace"))
+    if found:
+        raise UsageError(
+            f"git refuses {found.group(1)}: it is owned by another user; if you trust it, allow it with: "
+            f"git config --global --add safe.directory {found.group(1)}"
+        )
+
+
 def run_git(
     cwd: Path,
     *args: str,
@@ -61,6 +75,8 @@ def run_git(
         proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=git_env(env), check=False)
     except FileNotFoundError:
         raise UsageError("git is not installed or not on PATH") from None
+    if proc.returncode != 0:
+        refuse_dubious(proc.stderr)
     if check and proc.returncode != 0:
         raise GitError(f"git {args[0]} failed in {cwd}: {first_error_line(proc.stderr.decode('utf-8', 'replace'))}")
     return proc

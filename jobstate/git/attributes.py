@@ -1,0 +1,43 @@
+"""Blobs of files that ``.gitattributes`` sends through a filter (Git LFS), written as git would write them.
+
+jobstate writes its own YAML records as plain blobs. An artifact may be
+tracked by a clean filter (``*.mp4 filter=lfs``): git commits what the filter
+makes of it (a pointer), and so must jobstate, or the index (which git fills
+through the filter) would disagree with the commit. ``git hash-object --path``
+applies the filter exactly as ``git add`` does; git-lfs need not be installed
+for files without a filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from jobstate.git.runner import run_git
+
+_UNFILTERED = (b"unspecified", b"unset")
+
+
+def _may_be_filtered(path: str) -> bool:
+    # jobstate's own records are never filtered: keep the hot path free of subprocesses
+    name = path.rsplit("/", 1)[-1]
+    return not name.endswith(".yaml") and name not in (".gitkeep", ".gitignore")
+
+
+def filtered_blobs(cwd: Path, files: Mapping[str, bytes | None]) -> dict[str, str]:
+    """path -> blob ID for the files a ``filter`` attribute applies to, written through that filter."""
+    candidates = [p for p, data in files.items() if data is not None and _may_be_filtered(p)]
+    if not candidates:
+        return {}
+    stdin = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in candidates)
+    out = run_git(cwd, "check-attr", "-z", "--stdin", "filter", input=stdin).stdout.split(b"\0")
+    filtered = [
+        out[i].decode("utf-8", "surrogateescape") for i in range(0, len(out) - 2, 3) if out[i + 2] not in _UNFILTERED
+    ]
+    blobs = {}
+    for path in filtered:
+        data = files[path]
+        assert data is not None
+        proc = run_git(cwd, "hash-object", "-w", "--stdin", f"--path={path}", input=data)
+        blobs[path] = proc.stdout.decode("ascii").strip()
+    return blobs

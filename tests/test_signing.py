@@ -1,0 +1,129 @@
+"""Signed commits: jobstate signs as git commit does, and verify --require-signed checks them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from jobstate.main import main
+
+from .conftest import git, git_init, status
+from .snapshots import tree_state
+
+pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen is not installed")
+
+
+def _key(directory: Path, name: str) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(directory / name)], check=True)
+    return directory / f"{name}.pub"
+
+
+@pytest.fixture
+def signed_repo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """A repository whose config asks for ssh-signed commits, set up by jobstate init."""
+    repo = tmp_path / "signed"
+    git_init(repo)
+    key = _key(tmp_path, "signer")
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"test@example.invalid {key.read_text()}")
+    for name, value in (
+        ("commit.gpgsign", "true"),
+        ("gpg.format", "ssh"),
+        ("user.signingkey", str(key)),
+        ("gpg.ssh.allowedSignersFile", str(allowed)),
+    ):
+        git(repo, "config", name, value)
+    code = main(["--repo", str(repo), "init"])
+    assert code == 0, capsys.readouterr().err
+    return repo
+
+
+def _jobstate(repo: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["--repo", str(repo), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_every_jobstate_commit_is_signed_and_verifies(signed_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for key in ("a", "b"):
+        code, _out, err = _jobstate(signed_repo, capsys, "allocate", "--key", key, "--week", "2026-W32")
+        assert code == 0, err
+    commits = git(signed_repo, "rev-list", "HEAD").split()
+    assert len(commits) == 3
+    for sha in commits:
+        assert "gpgsig" in git(signed_repo, "cat-file", "commit", sha)
+        git(signed_repo, "verify-commit", sha)
+    code, out, _err = _jobstate(signed_repo, capsys, "verify", "--require-signed")
+    assert code == 0, out
+    code, out, _err = _jobstate(signed_repo, capsys, "verify", "--rev", "HEAD", "--require-signed")
+    assert code == 0, out
+
+
+def test_an_unsigned_commit_to_state_fails_require_signed(
+    signed_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    signed_tip = git(signed_repo, "rev-parse", "HEAD").strip()
+    git(signed_repo, "config", "commit.gpgsign", "false")
+    code, _out, err = _jobstate(signed_repo, capsys, "allocate", "--key", "a", "--week", "2026-W32")
+    assert code == 0, err
+    git(signed_repo, "config", "commit.gpgsign", "true")
+    unsigned = git(signed_repo, "rev-parse", "HEAD").strip()
+    (signed_repo / "README").write_text("not state\n")
+    git(signed_repo, "add", "README")
+    git(signed_repo, "commit", "-q", "--no-gpg-sign", "-m", "outside state/: not checked")
+    before = tree_state(signed_repo)
+    for args in (["verify"], ["verify", "--rev", "HEAD"], ["verify", "--against", signed_tip]):
+        code, out, _err = _jobstate(signed_repo, capsys, *args, "--require-signed")
+        assert code == 1, out
+        assert out.splitlines()[0] == f"commit {unsigned[:12]}: error: is not signed; it changes state/ or history/"
+        assert len(out.splitlines()) == 3 if "--against" in args else 2, out
+    code, out, _err = _jobstate(signed_repo, capsys, "verify", "--require-signed", "--against", unsigned)
+    assert code == 0, out
+    assert tree_state(signed_repo) == before  # verify --require-signed is read-only
+    code, out, _err = _jobstate(signed_repo, capsys, "verify")
+    assert code == 0, out  # without --require-signed nothing is asked of signatures
+
+
+def test_a_commit_signed_by_an_unknown_key_does_not_verify(
+    signed_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    git(signed_repo, "config", "user.signingkey", str(_key(tmp_path, "stranger")))
+    code, _out, err = _jobstate(signed_repo, capsys, "allocate", "--key", "a", "--week", "2026-W32")
+    assert code == 0, err
+    code, out, _err = _jobstate(signed_repo, capsys, "verify", "--rev", "HEAD", "--require-signed")
+    assert code == 1, out
+    assert "is signed by a key that is not trusted" in out
+
+
+def test_a_signing_failure_is_a_clear_error_with_nothing_changed(
+    signed_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = git(signed_repo, "rev-parse", "HEAD").strip()
+    git(signed_repo, "config", "user.signingkey", str(tmp_path / "no-such-key.pub"))
+    code, out, err = _jobstate(signed_repo, capsys, "allocate", "--key", "a", "--week", "2026-W32")
+    assert code == 2, err
+    assert out == ""
+    assert "cannot sign the commit as commit.gpgsign asks" in err
+    assert "no-such-key.pub" in err
+    assert len(err.strip().splitlines()) == 1
+    assert git(signed_repo, "rev-parse", "HEAD").strip() == head
+    assert status(signed_repo) == ""
+    assert sorted(p.name for p in (signed_repo / "state").iterdir()) == [".gitkeep"]
+
+
+def test_init_under_a_failing_signing_setup_leaves_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = tmp_path / "r"
+    git_init(repo)
+    git(repo, "config", "commit.gpgsign", "true")
+    git(repo, "config", "gpg.format", "ssh")
+    git(repo, "config", "user.signingkey", str(tmp_path / "no-such-key.pub"))
+    code, _out, err = _jobstate(repo, capsys, "init")
+    assert code == 2, err
+    assert "cannot sign" in err
+    assert status(repo) == ""
+    for left in ("state", "history", "jobstate.yaml", ".gitignore"):
+        assert not (repo / left).exists()

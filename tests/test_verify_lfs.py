@@ -1,0 +1,162 @@
+"""Artifacts kept in Git LFS, verified without the git-lfs binary.
+
+The repository stores pointers through a ``filter.lfs.clean`` command written
+here (what git-lfs's clean filter does), so git sees the real file in the work
+tree as clean and Git objects hold only the pointer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobstate.allocation import allocate
+from jobstate.core.lfs import Pointer, parse_pointer
+from jobstate.core.periods import parse_period
+from jobstate.main import main
+from jobstate.paid import paid_step
+from jobstate.store import Store
+
+from .conftest import FIXED, both_formats, git, status
+from .snapshots import tree_state
+
+VIDEO = b"\x00\x01video frame " * 5000
+ART = "state/2026-W32-0/final.mp4"
+
+CLEAN = """\
+import hashlib, sys
+data = sys.stdin.buffer.read()
+if data.startswith(b"version https://git-lfs.github.com/spec/v1\\n"):
+    sys.stdout.buffer.write(data)  # already a pointer: kept, as git-lfs does
+else:
+    sys.stdout.buffer.write(pointer := (
+        b"version https://git-lfs.github.com/spec/v1\\noid sha256:"
+        + hashlib.sha256(data).hexdigest().encode() + b"\\nsize %d\\n" % len(data)))
+"""
+
+
+def _pointer(sha: str, size: int) -> bytes:
+    return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {size}\n".encode()
+
+
+@pytest.fixture
+def lfs_repo(repo: Path, tmp_path: Path) -> Path:
+    """One episode whose recorded artifact is committed as an LFS pointer; the real file is checked out."""
+    with Store(repo, now=lambda: FIXED, lock_timeout=5) as store:
+        episode = allocate(store, "k", parse_period("2026-W32")).episode_id
+        with paid_step(store, episode, "generate") as step:
+            step.accepted("task-1")
+            (step.directory / "final.mp4").write_bytes(VIDEO)
+            step.artifact("final.mp4")
+    clean = tmp_path / "lfs_clean.py"
+    clean.write_text(CLEAN)
+    git(repo, "config", "filter.lfs.clean", f"{sys.executable} {clean}")
+    git(repo, "config", "filter.lfs.required", "true")
+    (repo / ".gitattributes").write_text("*.mp4 filter=lfs diff=lfs merge=lfs -text\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "add", "--renormalize", "state")
+    git(repo, "commit", "-qm", "keep media in LFS")
+    assert git(repo, "cat-file", "blob", f"HEAD:{ART}").encode() == _pointer(
+        hashlib.sha256(VIDEO).hexdigest(), len(VIDEO)
+    )
+    assert status(repo) == ""
+    return repo
+
+
+def _verify(repo: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str]]:
+    capsys.readouterr()
+    code = main(["--repo", str(repo), "verify", *args])
+    return code, capsys.readouterr().out.splitlines()
+
+
+@both_formats
+def test_a_pointer_artifact_verifies_from_git_objects_and_with_the_real_file(
+    lfs_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = tree_state(lfs_repo)
+    for args in (["--rev", "HEAD", "--strict"], ["--strict"]):
+        code, out = _verify(lfs_repo, capsys, *args)
+        assert code == 0, out
+        assert len(out) == 1, out
+        assert out[0].startswith("verify: 1 episodes, 1 artifacts ("), out
+        assert out[0].endswith("), 0 problems"), out
+    assert tree_state(lfs_repo) == before
+
+
+def test_a_checked_out_pointer_is_a_warning_not_a_mismatch(lfs_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (lfs_repo / ART).unlink()
+    git(
+        lfs_repo, "-c", "filter.lfs.required=false", "checkout", "--", ART
+    )  # no smudge: what a clone without the LFS object holds
+    assert (lfs_repo / ART).read_bytes() == _pointer(hashlib.sha256(VIDEO).hexdigest(), len(VIDEO))
+    assert status(lfs_repo) == ""
+    code, out = _verify(lfs_repo, capsys)
+    assert code == 0, out
+    assert out[0].startswith(f"{ART}: warning: Git LFS object not fetched (a pointer is checked out)"), out
+    code, out = _verify(lfs_repo, capsys, "--strict")
+    assert code == 1, out
+
+
+def test_a_tampered_pointer_or_file_does_not_verify(lfs_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (lfs_repo / ART).write_bytes(VIDEO + b"x")
+    code, out = _verify(lfs_repo, capsys)
+    assert code == 1, out
+    assert any(line.startswith(f"{ART}: error: sha256 ") for line in out), out
+    (lfs_repo / ART).write_bytes(_pointer("ab" * 32, len(VIDEO)))
+    git(lfs_repo, "commit", "-qam", "tampered pointer")
+    for args in (["--rev", "HEAD"], []):
+        code, out = _verify(lfs_repo, capsys, *args)
+        assert code == 1, out
+        assert out[0] == f"{ART}: error: Git LFS pointer oid sha256:abababababababab… does not match recorded " + (
+            hashlib.sha256(VIDEO).hexdigest()[:16] + "…"
+        ), out
+    (lfs_repo / ART).write_bytes(_pointer(hashlib.sha256(VIDEO).hexdigest(), len(VIDEO) + 1))
+    git(lfs_repo, "commit", "-qam", "wrong size")
+    code, out = _verify(lfs_repo, capsys, "--rev", "HEAD")
+    assert code == 1, out
+    assert out[0] == f"{ART}: error: Git LFS pointer size {len(VIDEO) + 1} does not match recorded {len(VIDEO)}"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"version https://git-lfs.github.com/spec/v2\noid sha256:" + b"a" * 64 + b"\nsize 1\n",
+        b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"a" * 63 + b"\nsize 1\n",
+        b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"a" * 64 + b"\nsize -1\n",
+        b"version https://git-lfs.github.com/spec/v1\noid sha256:" + b"a" * 64 + b"\nsize 1",
+        b"version https://git-lfs.github.com/spec/v1\nsize 1\n",
+        b"plain text\n",
+    ],
+)
+def test_only_well_formed_pointers_are_pointers(text: bytes) -> None:
+    assert parse_pointer(text) is None
+
+
+def test_a_pointer_with_extension_lines_is_read() -> None:
+    text = _pointer("c" * 64, 7).replace(b"oid", b"ext-0-foo sha256:" + b"d" * 64 + b"\noid")
+    assert parse_pointer(text) == Pointer("c" * 64, 7)
+
+
+@both_formats
+def test_recording_an_artifact_hashes_the_real_file_and_commits_what_git_add_would(
+    lfs_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    media = b"\x02second take " * 700
+    with (
+        Store(lfs_repo, now=lambda: FIXED, lock_timeout=5) as store,
+        paid_step(store, "2026-W32-0", "rework") as step,
+    ):
+        step.accepted("task-2")
+        (step.directory / "take2.mp4").write_bytes(media)
+        record = step.artifact("take2.mp4")
+    path = "state/2026-W32-0/take2.mp4"
+    assert record["sha256"] == hashlib.sha256(media).hexdigest()
+    assert git(lfs_repo, "cat-file", "blob", f"HEAD:{path}").encode() == _pointer(record["sha256"], len(media))
+    assert status(lfs_repo) == ""  # the index agrees with the commit: no staged conversion left behind
+    assert (lfs_repo / path).read_bytes() == media
+    for args in (["--rev", "HEAD", "--strict"], ["--strict"]):
+        code, out = _verify(lfs_repo, capsys, *args)
+        assert code == 0, out
