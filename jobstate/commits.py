@@ -243,6 +243,7 @@ def commit(
             cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
         _update_index(index, pending.paths)
     marker.unlink()
+    git.pack_in_background()
     return new
 
 
