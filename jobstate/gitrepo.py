@@ -419,9 +419,15 @@ class GitRepo:
             raise RemoteUnavailable(f"cannot fetch {branch} from {remote}: {_git_error(err)}; nothing was changed")
         return self.resolve_ref(tracking)
 
-    def push(self, remote: str, commit: str, ref: str) -> bool:
-        """Push ``commit`` as ``ref`` on ``remote``, never forcing; False when rejected as not a fast-forward."""
-        proc = self._remote_run(remote, "push", "--porcelain", "--quiet", remote, f"{commit}:{ref}")
+    def push(self, remote: str, commit: str, ref: str, expect: str | None = None) -> bool:
+        """Push ``commit`` as ``ref`` on ``remote``; False when rejected as not a fast-forward.
+
+        With ``expect`` (``commit``'s parent), the push is a compare-and-swap: the
+        remote takes it only while its ``ref`` is exactly ``expect``, so the update
+        is always a fast-forward and a remote that went backwards is noticed too.
+        """
+        lease = [f"--force-with-lease={ref}:{expect}"] if expect else []
+        proc = self._remote_run(remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}")
         if proc.returncode == 0:
             return True
         out = (proc.stdout + proc.stderr).decode("utf-8", "replace")

@@ -269,12 +269,15 @@ class Store:
             yield
 
     @contextmanager
-    def mutation(self) -> Iterator[Catalog]:
-        """Hold the lock for a whole read-decide-write-commit; yields the catalog, fresh from HEAD."""
+    def mutation(self, *, trust_remote_tip: bool = False) -> Iterator[Catalog]:
+        """Hold the lock for a whole read-decide-write-commit; yields the catalog, fresh from HEAD.
+
+        ``trust_remote_tip``: see jobstate.commits.sync_remote.
+        """
         from jobstate.commits import sync_remote  # noqa: PLC0415
 
         with self.locked():
-            sync_remote(self)
+            sync_remote(self, trust_remote_tip=trust_remote_tip)
             yield self.catalog()
 
     def interrupted(self) -> bool:
