@@ -6,12 +6,11 @@ stdout carries only the answer; every error is one line on stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from jobstate.errors import USAGE, JobstateError, UsageError
 
@@ -27,6 +26,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _print_json(value: object) -> None:
+    import json  # noqa: PLC0415 - not on the plain retry path
+
     print(json.dumps(value, sort_keys=False, ensure_ascii=False))
 
 
@@ -143,6 +144,8 @@ class CommandFailed(JobstateError):
 
 
 def _read_report(path: Path) -> dict[str, object]:
+    import json  # noqa: PLC0415
+
     if not path.exists():
         return {}
     try:
@@ -295,8 +298,30 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (also used to document the commands)."""
+class _Skipped:
+    """Stands in for the parser of a command that is not being run: building them all costs
+    more than the retry path's own work (argparse looks up translations for every string)."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def add_mutually_exclusive_group(self, **kwargs: object) -> _Skipped:
+        return self
+
+    def set_defaults(self, **kwargs: object) -> None:
+        pass
+
+
+class _OnlyOne:
+    def __init__(self, sub: Any, name: str) -> None:
+        self.sub, self.name = sub, name
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        return self.sub.add_parser(name, **kwargs) if name == self.name else _Skipped()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser (also used to document the commands); with ``only``, that command's alone."""
     common = _Parser(add_help=False)
     common.add_argument("--repo", help="state repository (default: $JOBSTATE_REPO or the current directory)")
     common.add_argument("--lock-timeout", type=float, help="seconds to wait for the lock (exit 3 after)")
@@ -304,7 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--remote", help="state changes must reach this shared git remote (default: remote: in jobstate.yaml)"
     )
     parser = _Parser(prog="jobstate", description="Durable, idempotent episode IDs for recurring paid jobs.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub: Any = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    if only is not None:
+        sub = _OnlyOne(sub, only)
 
     p = sub.add_parser("init", parents=[common], help="set up state/, history/ and jobstate.yaml, and commit")
     p.add_argument("--git-init", action="store_true", help="run git init first when not inside a repository")
@@ -376,10 +403,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_COMMANDS = frozenset(
+    ("init", "allocate", "show", "list", "run", "resolve", "approve", "complete", "verify", "migrate", "lock-info")
+)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: returns the exit code."""
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        # a known command first: build its parser alone; anything else gets the whole parser's answer
+        only = words[0] if words and words[0] in _COMMANDS else None
+        args = build_parser(only).parse_args(words)
         code: int = args.func(args)
     except JobstateError as exc:
         label = "" if exc.exit_code == 0 or isinstance(exc, CommandFailed) else "error: "

@@ -12,14 +12,17 @@ from __future__ import annotations
 import bisect
 import hashlib
 import os
-import subprocess
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobstate.errors import JobstateError, RemoteUnavailable, UsageError
+
+if TYPE_CHECKING:
+    import subprocess
 
 ZERO = "0" * 40
 TREE_MODE = b"40000"
@@ -147,6 +150,8 @@ class GitRepo:
         check: bool = True,
     ) -> subprocess.CompletedProcess[bytes]:
         """Run ``git ARGS`` in the work tree without a shell; failures become GitError."""
+        import subprocess  # noqa: PLC0415 - the lock-free retry path runs no git at all
+
         full_env = dict(os.environ)
         full_env["GIT_TERMINAL_PROMPT"] = "0"
         if env:
@@ -221,6 +226,8 @@ class GitRepo:
     @contextmanager
     def object_reader(self) -> Iterator[_Reader]:
         """A ``git cat-file --batch`` reader for many objects; closed on exit."""
+        import subprocess  # noqa: PLC0415
+
         proc = subprocess.Popen(
             ["git", "cat-file", "--batch"],
             cwd=self.root,
@@ -381,6 +388,8 @@ class GitRepo:
                     return
         except OSError:
             return
+        import subprocess  # noqa: PLC0415
+
         with suppress(OSError):  # housekeeping only: the commit has landed
             # through sh with &: git is nobody's child here, so nothing is left to reap or to wait for
             subprocess.run(

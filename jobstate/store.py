@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
@@ -348,6 +347,8 @@ class Store:
             if EPISODE_FILE not in files:
                 if all(f.startswith(".tmp-") for f in files):
                     # a killed atomic write: the episode never existed
+                    import shutil  # noqa: PLC0415
+
                     shutil.rmtree(entry.path)
                     continue
                 raise StateInvalid(f"{rel}: directory has no {EPISODE_FILE}; remove it or restore the file")
