@@ -103,6 +103,14 @@ class Tree:
         """A new Tree with ``name`` set to ``change`` (or removed for None)."""
         i = self._find(name)
         raw, offsets, keys = self.raw, self.offsets, self.keys
+        if i is not None and change is not None:
+            start = offsets[i]
+            sp = raw.index(b" ", start)
+            if raw[start:sp] == change[0]:  # same name and mode, new object: swap the 20 bytes in place
+                at = raw.index(b"\0", sp) + 1
+                new = Tree.__new__(Tree)
+                new.raw, new.offsets, new.keys = raw[:at] + bytes.fromhex(change[1]) + raw[at + 20 :], offsets, keys
+                return new
         if i is not None:  # remove the old entry first
             end = offsets[i + 1] if i + 1 < len(offsets) else len(raw)
             width = end - offsets[i]
@@ -140,6 +148,7 @@ class GitRepo:
         self.common_dir = (git_dir / common.read_text().strip()).resolve() if common.exists() else git_dir
         self._ident: tuple[bytes, bytes] | None = None
         self._trees: dict[str, Tree] = {}
+        self._remotes: set[str] = set()
 
     # ----------------------------------------------------------------- commands
     def run(
@@ -410,8 +419,9 @@ class GitRepo:
 
     # ------------------------------------------------------------------ remotes
     def _remote_run(self, remote: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-        if self.run("remote", "get-url", remote, check=False).returncode != 0:
+        if remote not in self._remotes and self.run("remote", "get-url", remote, check=False).returncode != 0:
             raise UsageError(f"no git remote named {remote!r} in {self.root}: add it with git remote add {remote} URL")
+        self._remotes.add(remote)  # checked once per process: each check is a git process
         return self.run(
             *args, check=False, env={"GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")}
         )

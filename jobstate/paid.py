@@ -67,11 +67,15 @@ def guard(store: Store, episode_id: str) -> Episode:
             f"episode {episode_id} does not exist; allocate it first with: "
             "jobstate allocate --key KEY --date YYYY-MM-DD"
         )
-    if not store.git.in_head(f"{directory}/episode.yaml"):
+    from jobstate.headcheck import committed_files, matches_head  # noqa: PLC0415
+
+    committed = committed_files(store.git, directory)
+    if committed is None or f"{directory}/episode.yaml" not in committed:
         raise EpisodeUnknown(
             f"episode {episode_id} is not committed; run the same jobstate allocate again to commit it"
         )
-    dirty = store.git.status(directory)
+    # the common case, exactly as committed, is answered at a cost that does not grow with the state
+    dirty = [] if matches_head(store.root, directory, committed) else store.git.status(directory)
     if dirty:
         raise EpisodeUnknown(
             f"{dirty[0][1]} in episode {episode_id} is uncommitted or untracked; commit or remove it "
