@@ -268,15 +268,31 @@ class GitRepo:
         raw = kind + b" %d\0" % len(body) + body
         sha = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
         path = self._loose_path(sha)
-        if path.exists():
+        try:
+            # freshened as git does, so a concurrent git gc never prunes an object we now refer to
+            os.utime(path)
             return sha
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.parent / f"tmp_obj_{os.getpid()}_{time.monotonic_ns()}"
+        except FileNotFoundError:
+            pass
+        except OSError:
+            return sha  # there, but not ours to touch (a shared repository)
+        objects = self.common_dir / "objects"
+        # the temp file goes where git gc never removes a directory; the fan-out directory may be
+        # removed by a background git gc between mkdir and rename, so both are retried as git does
+        tmp = objects / f"tmp_obj_{os.getpid()}_{time.monotonic_ns()}"
         # a large tree (state/ with thousands of episodes) is half SHA-1s that do not compress:
         # storing it costs ~1 ms where compressing costs ~6 ms per commit at 10,000 episodes,
         # and the background git gc --auto packs it as a delta soon after
         tmp.write_bytes(zlib.compress(raw, 0 if kind == b"tree" and len(body) > _STORE_TREES_OVER else 1))
-        os.replace(tmp, path)
+        for attempt in range(10):
+            path.parent.mkdir(exist_ok=True)
+            try:
+                os.replace(tmp, path)
+                return sha
+            except FileNotFoundError:
+                if attempt == 9:
+                    tmp.unlink(missing_ok=True)
+                    raise
         return sha
 
     def commit_tree_of(self, commit: str) -> str:
