@@ -214,7 +214,11 @@ class Store:
             replace_all = True
         else:
             relevant = [p for p in changed if describes_episode(p)]
-            entries = self.git.ls_tree(head, *relevant) if relevant else []
+            if len(relevant) > 1000:  # one listing, not a command line longer than the system allows
+                wanted = set(relevant)
+                entries = [e for e in self.git.ls_tree(head, STATE, HISTORY) if e[2] in wanted]
+            else:
+                entries = self.git.ls_tree(head, *relevant) if relevant else []
             replace_all = False
         add = self.rows_from_blobs([(sha, path) for _mode, sha, path in entries if describes_episode(path)])
         remove = [] if changed is None else [p for p in changed if describes_episode(p)]

@@ -104,3 +104,18 @@ def test_a_failing_gc_never_fails_the_command(store: Store, repo: Path) -> None:
     for i in range(60):
         assert allocate(store, f"k:{i}", WEEK).episode_id == f"2026-W32-{i}"
     assert status(repo) == ""
+
+
+def test_a_catalog_brought_up_to_date_across_thousands_of_new_episodes_works(store: Store, repo: Path) -> None:
+    allocate(store, "first", WEEK)  # the catalog now knows HEAD: the next refresh goes by the diff
+    for n in range(1200):  # more changed paths than jobstate names on one git command line
+        d = repo / "state" / f"2026-W01-{n}"
+        d.mkdir()
+        (d / "episode.yaml").write_text(
+            f"schema: 1\nepisode_id: 2026-W01-{n}\nperiod_id: 2026-W01\nweek_id: 2026-W01\nsequence: {n}\n"
+            f"allocation_key: old:{n}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"
+        )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "many episodes at once")
+    assert allocate(store, "old:1199", parse_period("2026-W01")).episode_id == "2026-W01-1199"
+    assert allocate(store, "new", parse_period("2026-W01")).episode_id == "2026-W01-1200"
