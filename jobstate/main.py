@@ -9,9 +9,10 @@ jobstate.error_handler turns what it raises into one line on stderr.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import NoReturn
+from typing import NoReturn, cast
 
 from jobstate.core.clock import utc_now
 from jobstate.error_handler import run_handled
@@ -289,8 +290,44 @@ def _scheduler_options(p: argparse.ArgumentParser, required: bool = False) -> No
     p.add_argument("--manual", action="store_true", help="cron, systemd: this run was started by hand")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (also used to document the commands)."""
+# every subcommand (a test checks it against the parser): the first word picks the one parser to build
+COMMANDS = frozenset(
+    {
+        "init",
+        "allocate",
+        "key",
+        "show",
+        "list",
+        "run",
+        "resolve",
+        "approve",
+        "complete",
+        "verify",
+        "diff",
+        "report",
+        "migrate",
+        "budget",
+        "lock-info",
+    }
+)
+
+
+class _Skipped:
+    """Stands in for the parser of a command that is not being run: building them all costs more
+    than a retried allocate's own work (argparse looks up translations for every string)."""
+
+    def add_argument(self, *args: object, **kwargs: object) -> None:
+        pass
+
+    def add_mutually_exclusive_group(self, **kwargs: object) -> _Skipped:
+        return self
+
+    def set_defaults(self, **kwargs: object) -> None:
+        pass
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser (also used to document the commands); with ``only``, that command's alone."""
     common = _Parser(add_help=False)
     _add_common(common, argparse.SUPPRESS)
     codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
@@ -311,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     def command(name: str, func: Dispatch, text: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        if only is not None and name != only:
+            return cast("argparse.ArgumentParser", _Skipped())
         p = sub.add_parser(
             name,
             parents=[common],
@@ -469,7 +508,10 @@ def main(argv: Sequence[str] | None = None, *, now: Callable[[], datetime] = utc
     """Entry point: returns the exit code. ``now`` replaces the clock (tests, replays)."""
 
     def dispatch() -> int:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else list(argv)
+        # a known command first: build its parser alone; anything else gets the whole parser's answer
+        only = words[0] if words and words[0] in COMMANDS else None
+        args = build_parser(only).parse_args(words)
         args.now = now
         func: Dispatch = args.func
         return func(args)

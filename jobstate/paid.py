@@ -46,6 +46,7 @@ from jobstate.errors import (
     SubmissionUnknown,
     UsageError,
 )
+from jobstate.git.headcheck import committed_files, matches_head
 from jobstate.hashing import sha256_file
 from jobstate.leftovers import put_aside, running_steps
 from jobstate.lock import FileLock
@@ -74,12 +75,15 @@ def guard(
             f"episode {episode_id} does not exist; allocate it first with: "
             "jobstate allocate --key KEY --date YYYY-MM-DD"
         )
-    if not store.git.in_head(episode_path(episode_id)):
+    committed = committed_files(store.git, directory)
+    if committed is None or episode_path(episode_id) not in committed:
         raise EpisodeUnknown(
             f"episode {episode_id} is not committed; run the same jobstate allocate again to commit it"
         )
-    # cleanliness only means something under the lock: outside it, another step's write may be half done
-    dirty = store.git.status(directory) if clean else []
+    # cleanliness only means something under the lock: outside it, another step's write may be half done;
+    # the common case, exactly as committed, is answered at a cost that does not grow with the state
+    exact = not clean or matches_head(store.git, store.root, directory, committed)
+    dirty = [] if exact else store.git.status(directory)
     if dirty and put_aside(store, episode_id, dirty, format_time(store.now()), notify):
         dirty = store.git.status(directory)
     if dirty:

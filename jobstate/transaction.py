@@ -68,10 +68,13 @@ def locked(store: Store) -> Iterator[None]:
 
 
 @contextmanager
-def _mutation(store: Store) -> Iterator[Catalog]:
-    """Hold the lock for a whole read-decide-write-commit; yields the catalog, fresh from HEAD."""
+def _mutation(store: Store, *, trust_remote_tip: bool = False) -> Iterator[Catalog]:
+    """Hold the lock for a whole read-decide-write-commit; yields the catalog, fresh from HEAD.
+
+    ``trust_remote_tip``: see sync_remote.
+    """
     with locked(store):
-        sync_remote(store)
+        sync_remote(store, trust_remote_tip=trust_remote_tip)
         yield fresh_catalog(store)
 
 
@@ -233,7 +236,7 @@ def commit(
         # written before any branch moves: a kill after that is finished by the next command
         _write_json(marker, asdict(pending))
         try:
-            pushed = remote is None or git.push(remote, new, ref)
+            pushed = remote is None or git.push(remote, new, ref, expect=parent)
             moved = pushed and git.update_ref(ref, new, parent, "jobstate: " + message.splitlines()[0])
         except BaseException:
             marker.unlink()
@@ -259,17 +262,34 @@ def commit(
             cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
         _update_index(index, pending.paths)
     marker.unlink()
+    git.pack_in_background()
     return new
 
 
 def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
-    """Decide on the freshest state under the lock, write, commit; on a lost race, undo and decide again."""
+    """Decide on the freshest state under the lock, write, commit; on a lost race, undo and decide again.
+
+    With a remote, the first decision is taken on the branch as last fetched or
+    pushed, without fetching: the push's compare-and-swap catches a stale
+    decision to write, and a refusal or a no-op decided there is decided again
+    after fetching, so neither is ever answered from a stale tip.
+    """
     attempts = int(os.environ.get("JOBSTATE_ATTEMPTS", ATTEMPTS))
-    for attempt in range(attempts):
-        with _mutation(store) as cat:
-            change = decide(cat)
-            if not change.files:
-                return change.result
+    trust = store.remote is not None
+    attempt = 0
+    while attempt < attempts:
+        with _mutation(store, trust_remote_tip=trust) as cat:
+            try:
+                change: StateChange[T] | None = decide(cat)
+            except JobstateError:
+                if not trust:
+                    raise
+                change = None
+            if change is None or not change.files:
+                if change is not None and not trust:
+                    return change.result
+                trust = False  # fetch, then decide again
+                continue
             before = {rel: store.path(rel).read_bytes() if store.path(rel).is_file() else None for rel in change.files}
             _write_undo(store, before, change.files)  # a kill from here on is undone by the next command
             try:
@@ -288,7 +308,11 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
                 return change.result
             _restore(store, before)  # lost the compare-and-swap: decide again on the new state
             (store.private / "undo.json").unlink(missing_ok=True)
+        if trust:
+            trust = False  # the remote moved since we last saw it: fetch at once, no backoff yet
+            continue
         time.sleep(random.uniform(0, min(2.0, 0.02 * 2**attempt)))  # noqa: S311 - jitter, not secrecy
+        attempt += 1
     where = f"the remote {store.remote}" if store.remote else f"the branch of {store.root}"
     raise ConcurrentUpdate(f"{where} kept moving: gave up after {attempts} attempts; nothing was changed, retry later")
 
@@ -312,19 +336,25 @@ def _restore(
             _put(store, rel, old)
 
 
-def sync_remote(store: Store, *, drop_uncommitted: bool = True) -> None:
+def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip: bool = False) -> None:
     """With a remote: fetch it and bring the branch, work tree and index to its tip; call under the lock.
 
     Uncommitted episodes left by a killed allocate never reached the remote, so
     they never existed for other hosts: they are dropped before deciding again.
+    With ``trust_remote_tip``, a branch equal to the remote's tip as last fetched
+    or pushed is not fetched: the caller's push, a compare-and-swap on that tip,
+    is rejected if the remote moved since.
     """
     remote = store.remote
     if remote is None:
         return
     git = store.git
     ref = git.head_ref()
-    tip = git.fetch(remote, ref)
     head = git.head_commit()
+    if trust_remote_tip and head is not None and store.matches_remote_tip():
+        tip: str | None = head
+    else:
+        tip = git.fetch(remote, ref)
     if tip is None:
         if head is None:
             return

@@ -50,7 +50,11 @@ def _refresh(store: Store, cat: Catalog, known: str | None, head: str | None) ->
         replace_all = True
     else:
         relevant = [p for p in changed if describes_episode(p)]
-        entries = store.git.ls_tree(head, *relevant) if relevant else []
+        if len(relevant) > 1000:  # one listing, not a command line longer than the system allows
+            wanted = set(relevant)
+            entries = [e for e in store.git.ls_tree(head, STATE, HISTORY) if e[2] in wanted]
+        else:
+            entries = store.git.ls_tree(head, *relevant) if relevant else []
         replace_all = False
     add = rows_from_blobs(store, [(sha, path) for _mode, sha, path in entries if describes_episode(path)])
     remove = [] if changed is None else [p for p in changed if describes_episode(p)]

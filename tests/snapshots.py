@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def tree_state(root: Path, skip: str | None = None) -> dict[str, tuple[bytes, int, int]]:
-    """Every file and directory below root (.git included): content, mode and mtime."""
+    """Every file and directory below root (.git included): content, mode and mtime
+    (content and mode only for git's .git/sharedindex.* files)."""
     out: dict[str, tuple[bytes, int, int]] = {}
     if skip is not None:
         return {k: v for k, v in tree_state(root).items() if not k.startswith(skip)}
@@ -20,5 +21,8 @@ def tree_state(root: Path, skip: str | None = None) -> dict[str, tuple[bytes, in
             full = Path(dirpath) / name
             st = full.lstat()
             data = os.readlink(full).encode() if full.is_symlink() else full.read_bytes()
-            out[str(full.relative_to(root))] = (data, st.st_mode, st.st_mtime_ns)
+            # git itself touches (never rewrites) the shared part of a split index whenever it
+            # reads the index, so that it does not expire: its bytes are compared, not its mtime
+            mtime = 0 if name.startswith("sharedindex.") else st.st_mtime_ns
+            out[str(full.relative_to(root))] = (data, st.st_mode, mtime)
     return out

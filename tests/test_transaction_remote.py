@@ -131,7 +131,7 @@ def test_unreachable_remote_is_exit_3_and_nothing_changes(tmp_path: Path) -> Non
     head = git(clone, "rev-parse", "HEAD")
     proc = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=clone)
     assert proc.returncode == 3
-    assert "cannot fetch" in proc.stderr
+    assert "cannot push to origin" in proc.stderr  # the branch was the remote's last tip: pushed first
     assert git(clone, "rev-parse", "HEAD") == head
     assert status(clone) == ""
     assert not (clone / "state" / "2026-W32-0").exists()

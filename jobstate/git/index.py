@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from jobstate.errors import IndexBusy
+from jobstate.git.cache_tree import drop_cache_tree
 from jobstate.git.repo import GitRepo
 
 
@@ -77,13 +78,19 @@ class IndexLock:
         tmp = self.git.git_dir / "jobstate-index"
         tmp.unlink(missing_ok=True)  # ours by name: a leftover of a killed jobstate
         (self.git.git_dir / "jobstate-index.lock").unlink(missing_ok=True)
-        env = {"GIT_INDEX_FILE": str(tmp)}
+        n = int(os.environ.get("GIT_CONFIG_COUNT") or 0)  # after any the caller set
+        env = {"GIT_INDEX_FILE": str(tmp), "GIT_CONFIG_COUNT": str(n + 1)}
+        env.update({f"GIT_CONFIG_KEY_{n}": "core.splitIndex", f"GIT_CONFIG_VALUE_{n}": "true"})
         index = self.git.git_dir / "index"
         if index.exists():
             shutil.copyfile(index, tmp)
         else:
             self.git.run("read-tree", "HEAD", env=env)
+        # a split index rewrites only the changed entries, not the shared 10,000: the per-commit
+        # cost stays flat as episodes accumulate (core.splitIndex=false set by the user still wins
+        # at their next git command); the cache tree is dropped for the same reason (see cache_tree)
         self.git.run("update-index", "--add", "--remove", "--", *paths, env=env)
+        drop_cache_tree(tmp, self.git.format.name)
         os.replace(tmp, index)
 
     def __exit__(self, *exc: object) -> None:

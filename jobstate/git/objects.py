@@ -97,6 +97,15 @@ class Tree:
         """A new Tree with ``name`` set to ``change`` (or removed for None)."""
         i = self._find(name)
         raw, offsets, keys = self.raw, self.offsets, self.keys
+        if i is not None and change is not None:
+            start = offsets[i]
+            sp = raw.index(b" ", start)
+            if raw[start:sp] == change[0]:  # same name and mode, new object: swap the ID in place
+                at = raw.index(b"\0", sp) + 1
+                new = Tree.__new__(Tree)
+                new.raw = raw[:at] + bytes.fromhex(change[1]) + raw[at + self.width :]
+                new.offsets, new.keys, new.width = offsets, keys, self.width
+                return new
         if i is not None:  # remove the old entry first
             end = offsets[i + 1] if i + 1 < len(offsets) else len(raw)
             span = end - offsets[i]

@@ -1,0 +1,52 @@
+"""Whether an episode directory is exactly as HEAD has it, without a repository-wide ``git status``.
+
+``git status -- state/<id>`` still compares the whole index with HEAD, so its
+cost grows with the number of episodes (about 40 ms at 10,000, twice per paid
+step). Listing HEAD's files under one directory and hashing the few files in it
+costs the same at any size. Only a clean answer is taken from here: anything
+else (an extra, changed or missing file, an unusual mode) is left to
+``git status``, which also knows the ignore rules and says what differs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jobstate.git.repo import GitRepo
+
+_REGULAR = {"100644": False, "100755": True}  # mode -> executable
+
+
+def committed_files(git: GitRepo, directory: str) -> dict[str, tuple[str, str]] | None:
+    """HEAD's files under ``directory`` (path -> (mode, blob sha)); None without a HEAD. Read-only."""
+    proc = git.run("ls-tree", "-r", "-z", "--full-tree", "HEAD", "--", f"{directory}/", check=False)
+    if proc.returncode != 0:
+        return None
+    out = {}
+    for item in proc.stdout.split(b"\0"):
+        if item:
+            meta, _, path = item.partition(b"\t")
+            mode, _kind, sha = meta.split()
+            out[path.decode("utf-8", "surrogateescape")] = (mode.decode(), sha.decode())
+    return out
+
+
+def matches_head(git: GitRepo, root: Path, directory: str, committed: dict[str, tuple[str, str]]) -> bool:
+    """True when the work tree's ``directory`` holds exactly ``committed``, byte for byte. Read-only."""
+    seen = 0
+    for here, dirs, files in os.walk(root / directory):
+        dirs.sort()
+        for name in files:
+            path = os.path.join(here, name)
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            entry = committed.get(rel)
+            if entry is None or entry[0] not in _REGULAR or os.path.islink(path):
+                return False
+            if _REGULAR[entry[0]] != os.access(path, os.X_OK):
+                return False
+            with open(path, "rb") as fh:
+                if git.blob_sha(fh.read()) != entry[1]:
+                    return False
+            seen += 1
+    return seen == len(committed)
