@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -10,7 +12,6 @@ from pathlib import Path
 
 from jobstate.allocation import allocate
 from jobstate.core.periods import parse_period
-from jobstate.errors import JobstateError
 from jobstate.store import Store
 
 from .conftest import committed_files, git, run_cli, status
@@ -64,32 +65,55 @@ def test_kill_before_a_paid_record_lands_is_undone_by_the_next_command(repo: Pat
     assert status(repo) == ""
 
 
-def test_user_commits_during_allocations_never_delete_episodes(store: Store, repo: Path) -> None:
-    stop = threading.Event()
+_HOLD_INDEX = """#!/bin/sh
+if [ "$1" = "update-index" ] && [ -f "$HOLD_ARMED" ]; then
+  rm -f "$HOLD_ARMED"; touch "$HOLDING"; while [ ! -f "$RELEASE" ]; do sleep 0.05; done
+fi
+exec {real} "$@"
+"""
 
-    def user() -> None:
-        n = 0
-        while not stop.is_set():
-            n += 1
-            (repo / "notes.txt").write_text(f"{n}\n")
-            subprocess.run(["git", "add", "notes.txt"], cwd=repo, capture_output=True, check=False)
-            subprocess.run(["git", "commit", "-qm", f"user {n}"], cwd=repo, capture_output=True, check=False)
-            time.sleep(0.02)  # a busy person, not a livelock
 
-    thread = threading.Thread(target=user)
-    thread.start()
+def test_a_user_commit_while_jobstate_commits_fails_instead_of_deleting_episodes(repo: Path, tmp_path: Path) -> None:
+    # jobstate holds index.lock from before the branch moves until the index has the new episode:
+    # a git commit of the user's at that moment is refused, and the next one keeps the episode
+    real = shutil.which("git")
+    assert real is not None
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "git").write_text(_HOLD_INDEX.format(real=real))
+    (bindir / "git").chmod(0o755)
+    armed, holding, release = tmp_path / "armed", tmp_path / "holding", tmp_path / "release"
+    armed.write_text("")
+    env = {
+        **os.environ,
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "HOLD_ARMED": str(armed),
+        "HOLDING": str(holding),
+        "RELEASE": str(release),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobstate", "allocate", "--key", "k", "--week", "2026-W32"],
+        cwd=repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        for i in range(15):
-            for _ in range(50):  # the user's git may hold index.lock for a moment: retry like a scheduler
-                try:
-                    allocate(store, f"k{i}", W32)
-                    break
-                except JobstateError as exc:
-                    if exc.exit_code != 3:
-                        raise
+        deadline = time.monotonic() + 60
+        while not holding.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert holding.exists(), proc.stderr.read() if proc.stderr else ""
+        (repo / "notes.txt").write_text("mine\n")
+        added = subprocess.run(["git", "add", "notes.txt"], cwd=repo, capture_output=True, text=True, check=False)
+        assert added.returncode != 0
+        assert "index.lock" in added.stderr
     finally:
-        stop.set()
-        thread.join()
-    deleted = git(repo, "log", "--diff-filter=D", "--name-only", "--format=", "--", "state")
-    assert deleted.strip() == ""
-    assert len([p for p in committed_files(repo) if p.endswith("episode.yaml")]) == 15
+        release.write_text("")
+        out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out) == (0, "2026-W32-0\n"), err
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "the user's own commit")
+    assert git(repo, "log", "--diff-filter=D", "--name-only", "--format=", "--", "state").strip() == ""
+    assert "state/2026-W32-0/episode.yaml" in committed_files(repo)
+    assert status(repo) == ""
