@@ -162,6 +162,12 @@ class AlreadyRecorded(JobstateError):
     exit_code = OK
 
 
+class GitLockHeld(JobstateError, TimeoutError):
+    """A git lock file (a ref's, HEAD's) stayed in place: another git command, or a killed one's leftover."""
+
+    exit_code = LOCK_OR_REMOTE
+
+
 class StepAlreadyCompleted(AlreadyRecorded):
     """The step finished earlier; nothing is run or paid again (exit 0)."""
 

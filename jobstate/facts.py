@@ -7,6 +7,7 @@ from __future__ import annotations
 import reprlib
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -134,7 +135,7 @@ def fill_from_episode_fields(facts: Facts, data: dict[str, Any], path: str, prob
         facts.remote_refs += refs
     facts.approval = approval(data.get("approval")) or facts.approval
     if data.get("completed_at") is not None:
-        facts.completed_at = str(data["completed_at"])
+        facts.completed_at = time_text(data["completed_at"])
 
 
 def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
@@ -177,3 +178,13 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
     multiset("completion time", old["completed"], cur["completed"])
     multiset("reservation", old["reservation"], cur["reservation"])
     return lines
+
+
+def time_text(value: Any) -> str | None:
+    """A recorded time as text: jobstate writes strings; a legacy file may hold an unquoted YAML
+    timestamp, which loads as a datetime and is compared in the same text either way."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (datetime, date)):
+        return str(value)
+    return None

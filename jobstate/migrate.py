@@ -238,21 +238,25 @@ def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
                 files[rel] = data
         lines = [line for move in moves for line in move.describe()]
         message = f"jobstate migrate: {len(moves)} legacy week-only ID(s) to versioned IDs\n\n" + "\n".join(lines)
-        landed = commit(store, None, files, message, blobs=blobs, renames=renames)
+
+        def prove(commit_id: str) -> None:
+            # the whole proof runs on the commit about to land, before the branch moves: a migration that
+            # would change anything it must keep is refused with nothing written
+            report = verify(store.root, rev=commit_id, against=base)
+            # what the migration wrote must be sound, and nothing it must keep may differ;
+            # problems elsewhere in the tree were there before and are verify's business
+            written = tuple(path for move in moves for _old, path in move.renames)
+            drift = report.differences + [
+                f"{p.path}: {p.message}" for p in report.errors(strict=False) if p.path.startswith(written)
+            ]
+            if drift:
+                raise VerifyFailed(
+                    f"migrating would change what it must preserve: {drift[0]}"
+                    f"{f' (and {len(drift) - 1} more)' if len(drift) > 1 else ''}; nothing was written: "
+                    "migrate these episodes by hand, or report the file to jobstate's maintainers"
+                )
+
+        landed = commit(store, None, files, message, blobs=blobs, renames=renames, prove=prove)
         if landed is None:
             raise ConcurrentUpdate("the branch moved during the migration; nothing was migrated: run it again")
-        new = landed
-    report = verify(store.root, rev=new, against=base)
-    # what the migration wrote must be sound, and nothing it must keep may differ;
-    # problems elsewhere in the tree were there before and are verify's business
-    written = tuple(path for move in moves for _old, path in move.renames)
-    drift = report.differences + [
-        f"{p.path}: {p.message}" for p in report.errors(strict=False) if p.path.startswith(written)
-    ]
-    if drift:
-        raise VerifyFailed(
-            f"migration commit {new[:12]} changed what it must preserve: {drift[0]}"
-            f"{f' (and {len(drift) - 1} more)' if len(drift) > 1 else ''}; "
-            f"undo it with: git reset --hard {base[:12]}"
-        )
-    return moves, new
+    return moves, landed

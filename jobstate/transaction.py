@@ -209,8 +209,12 @@ def commit(
     *,
     blobs: Mapping[str, tuple[bytes, str]] | None = None,
     renames: list[tuple[str, str]] | None = None,
+    prove: Callable[[str], None] | None = None,
 ) -> str | None:
     """Commit ``files`` on HEAD's branch (and push it first when a remote is set).
+
+    ``prove`` is called with the new commit before anything points at it (a migration's
+    proof): when it raises, nothing was changed.
 
     Normally the work tree already holds ``files``. With ``renames`` (a
     migration) the commit is built from objects first (``blobs`` reuses
@@ -223,6 +227,8 @@ def commit(
     ref = git.head_ref()
     parent = (cat.meta("head") or None) if cat is not None else git.head_commit()
     new = git.build_commit(parent, files, message, blobs or {})
+    if prove is not None:
+        prove(new)
     pending = Pending(
         new,
         sorted(set(files) | set(blobs or {})),
@@ -237,7 +243,9 @@ def commit(
         _write_json(marker, asdict(pending))
         try:
             pushed = remote is None or git.push(remote, new, ref, expect=parent)
-            moved = pushed and git.update_ref(ref, new, parent, "jobstate: " + message.splitlines()[0])
+            moved = pushed and git.update_ref(
+                ref, new, parent, "jobstate: " + message.splitlines()[0], wait=store.lock_timeout
+            )
         except BaseException:
             marker.unlink()
             raise
@@ -383,7 +391,7 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
     marker = store.private / "pending.json"
     with _index_lock(store) as index:
         _write_json(marker, asdict(pending))
-        if not git.update_ref(ref, tip, head, f"jobstate: fast-forward to {remote}"):
+        if not git.update_ref(ref, tip, head, f"jobstate: fast-forward to {remote}", wait=store.lock_timeout):
             marker.unlink()
             raise ConcurrentUpdate(f"{ref} moved locally while jobstate fast-forwarded it to {remote}; retry")
         update_work_tree(store, pending, {})

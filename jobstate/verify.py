@@ -31,6 +31,7 @@ from jobstate.facts import (
     cost_tuples,
     fill_from_episode_fields,
     legacy_facts,
+    time_text,
 )
 from jobstate.git.signing import signature_problems
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
@@ -298,7 +299,7 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
             fill_from_episode_fields(hist, data, path, problems)
             facts[name] = hist
         elif data.get("completed_at") is not None:
-            episode.completed_at = episode.completed_at or str(data["completed_at"])
+            episode.completed_at = episode.completed_at or time_text(data["completed_at"])
         _compare_history_artifacts(data, path, episode, problems)
         return
     try:
@@ -317,8 +318,8 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         mine = getattr(recorded, attr)
         if mine is not None and mine != getattr(episode, attr):
             problems.append(Problem(path, f"{attr} {mine!r} disagrees with state/{name}: {getattr(episode, attr)!r}"))
-    completed = data.get("completed_at")
-    if not isinstance(completed, str):
+    completed = time_text(data.get("completed_at"))
+    if completed is None:
         problems.append(Problem(path, "completed_at missing"))
     elif episode.completed_at is not None and episode.completed_at != completed:
         problems.append(Problem(path, f"completed_at {completed} disagrees with state/{name}: {episode.completed_at}"))

@@ -162,3 +162,40 @@ def test_migrate_is_not_blamed_for_problems_it_did_not_make(tmp_path: Path) -> N
     proc = run_cli("migrate", cwd=legacy)
     assert proc.returncode == 0, proc.stderr
     assert (legacy / "state" / "2026-W30-0" / "episode.yaml").exists()
+
+
+def test_unquoted_yaml_timestamps_are_taken_as_they_are_and_preserved(legacy: Path) -> None:
+    # pipelines wrote completed_at without quotes: YAML reads a timestamp, not a string
+    for path in [legacy / "state" / "2026-W30" / "episode.yaml", legacy / "history" / "2026-W30.yaml"]:
+        path.write_text(
+            path.read_text().replace("completed_at: '2026-07-11T18:00:00Z'", "completed_at: 2026-07-11T18:00:00Z")
+        )
+    git(legacy, "commit", "-qam", "timestamps as the pipeline wrote them")
+    base = git(legacy, "rev-parse", "HEAD").strip()
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 0, proc.stderr
+    assert "completed_at: 2026-07-11T18:00:00Z" in (legacy / "history" / "2026-W30-0.yaml").read_text()
+    proof = run_cli("verify", "--rev", "HEAD", "--against", base, cwd=legacy)
+    assert "preserved:" in proof.stdout, proof.stdout
+    assert status(legacy) == ""
+
+
+def test_a_migration_whose_proof_fails_writes_nothing(legacy: Path) -> None:
+    # a legacy history that disagrees with its episode on when it completed: the migrated pair would
+    # not verify; the proof runs on the commit before the branch moves, so nothing is written
+    path = legacy / "history" / "2026-W31.yaml"
+    path.write_text(path.read_text().replace("2026-07-12T18:00:00Z", "2026-07-30T09:00:00Z"))
+    git(legacy, "commit", "-qam", "a history file that disagrees with its episode")
+
+    def files() -> dict[str, tuple[bytes, int, int]]:
+        # unreferenced objects of the refused commit may stay in .git/objects until git gc
+        return {k: v for k, v in tree_state(legacy).items() if not k.startswith((".jobstate/", ".git/objects"))}
+
+    before = files()
+    head = git(legacy, "rev-parse", "HEAD")
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 1, proc.stderr
+    assert "completed_at" in proc.stderr
+    assert "nothing was written" in proc.stderr
+    assert git(legacy, "rev-parse", "HEAD") == head
+    assert files() == before

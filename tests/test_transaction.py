@@ -117,3 +117,19 @@ def test_a_user_commit_while_jobstate_commits_fails_instead_of_deleting_episodes
     assert git(repo, "log", "--diff-filter=D", "--name-only", "--format=", "--", "state").strip() == ""
     assert "state/2026-W32-0/episode.yaml" in committed_files(repo)
     assert status(repo) == ""
+
+
+def test_a_stale_ref_lock_is_reported_at_once_with_the_file_not_retried_as_a_race(repo: Path) -> None:
+    head = git(repo, "rev-parse", "HEAD")
+    lock = repo / ".git" / "refs" / "heads" / "main.lock"
+    lock.write_text("")  # what a killed git update-ref leaves behind
+    proc = run_cli("allocate", "--key", "k", "--week", "2026-W32", "--lock-timeout", "0.3", cwd=repo)
+    assert proc.returncode == 3, proc.stderr
+    assert f"{lock} exists" in proc.stderr
+    assert f"rm {lock}" in proc.stderr
+    assert "kept moving" not in proc.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+    lock.unlink()
+    again = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=repo)
+    assert (again.returncode, again.stdout) == (0, "2026-W32-0\n"), again.stderr
+    assert status(repo) == ""

@@ -10,6 +10,7 @@ private copy and renaming it into place, so jobstate never leaves a stale
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 import zlib
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from jobstate.errors import GitError, NotInitialized, RemoteUnavailable, UsageError
+from jobstate.errors import GitError, GitLockHeld, NotInitialized, RemoteUnavailable, UsageError
 from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
@@ -25,6 +26,7 @@ from jobstate.git.runner import first_error_line, git_env, run_git
 from jobstate.git.signing import signed_commit, signing_requested
 
 _Reader = Callable[[str], tuple[bytes, bytes]]
+_LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
 _STORE_TREES_OVER = 64 << 10  # trees larger than this are stored uncompressed (see write_object)
 
 
@@ -141,14 +143,29 @@ class GitRepo:
         """The commit HEAD's branch points to, or None on an unborn branch."""
         return self.resolve_ref(self.head_ref())
 
-    def update_ref(self, ref: str, new: str, old: str | None, message: str) -> bool:
-        """Compare-and-swap ``ref`` from ``old`` to ``new``; False when another writer moved it first."""
-        proc = self.run("update-ref", "-m", message, ref, new, old or self.format.zero, check=False)
-        if proc.returncode == 0:
-            return True
-        err = proc.stderr.decode("utf-8", "replace")
+    def update_ref(self, ref: str, new: str, old: str | None, message: str, *, wait: float = 10.0) -> bool:
+        """Compare-and-swap ``ref`` from ``old`` to ``new``; False when another writer moved it first.
+
+        A ref lock file that another git command holds is waited for up to ``wait`` seconds; one that
+        stays (a killed git leaves it for good) is GitLockHeld (exit 3) naming the file, never a lost race.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            proc = self.run("update-ref", "-m", message, ref, new, old or self.format.zero, check=False)
+            if proc.returncode == 0:
+                return True
+            err = proc.stderr.decode("utf-8", "replace")
+            held = _LOCK_HELD.search(err)
+            if held is None:
+                break
+            if time.monotonic() >= deadline:
+                raise GitLockHeld(
+                    f"{held[1]} exists: another git command holds it, or a killed one left it behind; nothing "
+                    f"was changed: if no git command is running in {self.root}, remove it (rm {held[1]}) and retry"
+                )
+            time.sleep(0.05)
         if self.resolve_ref(ref) != old or "cannot lock ref" in err:
-            return False  # moved, or another git command holds the ref's lock: decide again
+            return False  # another writer moved the branch first: decide again
         raise GitError(f"git update-ref {ref} failed: {first_error_line(err)}")
 
     # ------------------------------------------------------------------ objects
