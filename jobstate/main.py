@@ -9,6 +9,7 @@ jobstate.error_handler turns what it raises into one line on stderr.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -74,13 +75,6 @@ def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
     )
 
 
-Dispatch = Callable[[argparse.Namespace], int]
-
-
-def _options(a: argparse.Namespace) -> StoreOptions:
-    return StoreOptions(a.repo, a.lock_timeout, a.remote, a.now)
-
-
 def _scheduled(a: argparse.Namespace) -> Request | None:
     if a.from_ is None:
         given = {"--job-name": a.job_name, "--schedule": a.schedule, "--tz": a.tz, "--podinfo": a.podinfo}
@@ -101,134 +95,48 @@ def _scheduled(a: argparse.Namespace) -> Request | None:
     )
 
 
-# the single lazy-import boundary: one entry per subcommand
-def _init(a: argparse.Namespace) -> int:
-    from jobstate.commands.init import init  # noqa: PLC0415
-
-    return init(a.repo, git_init=a.git_init, remote=a.remote)
-
-
-def _allocate(a: argparse.Namespace) -> int:
-    from jobstate.commands.allocate import allocate  # noqa: PLC0415
-
-    return allocate(
-        _options(a),
-        key=a.key,
-        date=a.date,
-        week=a.week,
-        period=a.period,
-        at=a.at,
-        as_json=a.json,
-        scheduled=_scheduled(a),
-        podinfo=a.podinfo,
-    )
-
-
-def _key(a: argparse.Namespace) -> int:
-    from jobstate.commands.key import key  # noqa: PLC0415
-
-    scheduled = _scheduled(a)
-    assert scheduled is not None  # --from is required by the parser
-    return key(a.repo, scheduled=scheduled, podinfo=a.podinfo, now=a.now, as_json=a.json)
+# subcommand -> (its module in jobstate.commands, whose function has the module's name; the parameters
+# that function takes, by name). The one place a command is imported, lazily, when it runs.
+DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
+    "init": ("init", ("repo", "git_init", "remote")),
+    "allocate": ("allocate", ("options", "key", "date", "week", "period", "at", "as_json", "scheduled", "podinfo")),
+    "key": ("key", ("repo", "scheduled", "podinfo", "now", "as_json")),
+    "show": ("show", ("options", "episode_id", "as_json", "records")),
+    "list": ("list_episodes", ("options", "period", "as_json")),
+    "run": ("run", ("options", "episode", "step", "command", "max_cost", "request")),
+    "resolve": ("resolve", ("options", "episode", "step", "accepted", "supersede", "by", "reason")),
+    "approve": ("approve", ("options", "episode", "by", "reject", "reason")),
+    "complete": ("complete", ("options", "episode", "as_json")),
+    "verify": ("verify", ("repo", "rev", "against", "strict", "fmt", "jobs", "uncommitted_ok", "require_signed")),
+    "diff": ("diff", ("repo", "base", "rev", "fmt", "max_chars", "output", "strict")),
+    "report": ("report", ("repo", "rev", "period", "since", "until", "fmt", "max_chars", "output")),
+    "migrate": ("migrate", ("options", "dry_run")),
+    "budget": ("budget", ("options", "period", "as_json")),
+    "lock-info": ("lock_info", ("options", "as_json")),
+}
+COMMANDS = frozenset(DISPATCH)  # the first word picks the one parser to build
 
 
-def _show(a: argparse.Namespace) -> int:
-    from jobstate.commands.show import show  # noqa: PLC0415
-
-    return show(_options(a), a.episode_id, as_json=a.json, records=a.records)
-
-
-def _list(a: argparse.Namespace) -> int:
-    from jobstate.commands.list_episodes import list_episodes  # noqa: PLC0415
-
-    return list_episodes(_options(a), period=a.period, as_json=a.json)
-
-
-def _lock_info(a: argparse.Namespace) -> int:
-    from jobstate.commands.lock_info import lock_info  # noqa: PLC0415
-
-    return lock_info(_options(a), as_json=a.json)
+def _value(a: argparse.Namespace, name: str) -> object:
+    """One parameter of a command's function, from the parsed arguments."""
+    if name == "options":
+        return StoreOptions(a.repo, a.lock_timeout, a.remote, a.now)
+    if name == "scheduled":
+        return _scheduled(a)
+    if name == "as_json":
+        return a.json
+    if name == "fmt":
+        return "json" if getattr(a, "json", False) else a.format
+    if name == "command":
+        return a.cmd
+    return getattr(a, name)
 
 
-def _run(a: argparse.Namespace) -> int:
-    from jobstate.commands.run import run  # noqa: PLC0415
-
-    return run(_options(a), episode=a.episode, step=a.step, command=a.cmd, max_cost=a.max_cost, request=a.request)
-
-
-def _resolve(a: argparse.Namespace) -> int:
-    from jobstate.commands.resolve import resolve  # noqa: PLC0415
-
-    return resolve(
-        _options(a),
-        episode=a.episode,
-        step=a.step,
-        accepted=a.accepted,
-        supersede=a.supersede,
-        by=a.by,
-        reason=a.reason,
-    )
-
-
-def _approve(a: argparse.Namespace) -> int:
-    from jobstate.commands.approve import approve  # noqa: PLC0415
-
-    return approve(_options(a), episode=a.episode, by=a.by, reject=a.reject, reason=a.reason)
-
-
-def _complete(a: argparse.Namespace) -> int:
-    from jobstate.commands.complete import complete  # noqa: PLC0415
-
-    return complete(_options(a), episode=a.episode, as_json=a.json)
-
-
-def _verify(a: argparse.Namespace) -> int:
-    from jobstate.commands.verify import verify  # noqa: PLC0415
-
-    fmt = "json" if a.json else a.format
-    return verify(
-        a.repo,
-        rev=a.rev,
-        against=a.against,
-        strict=a.strict,
-        fmt=fmt,
-        jobs=a.jobs,
-        uncommitted_ok=a.uncommitted_ok,
-        require_signed=a.require_signed,
-    )
-
-
-def _diff(a: argparse.Namespace) -> int:
-    from jobstate.commands.diff import diff  # noqa: PLC0415
-
-    return diff(a.repo, base=a.base, rev=a.rev, fmt=a.format, max_chars=a.max_chars, output=a.output, strict=a.strict)
-
-
-def _report(a: argparse.Namespace) -> int:
-    from jobstate.commands.report import report  # noqa: PLC0415
-
-    return report(
-        a.repo,
-        rev=a.rev,
-        period=a.period,
-        since=a.since,
-        until=a.until,
-        fmt=a.format,
-        max_chars=a.max_chars,
-        output=a.output,
-    )
-
-
-def _budget(a: argparse.Namespace) -> int:
-    from jobstate.commands.budget import budget  # noqa: PLC0415
-
-    return budget(_options(a), period=a.period, as_json=a.json)
-
-
-def _migrate(a: argparse.Namespace) -> int:
-    from jobstate.commands.migrate import migrate  # noqa: PLC0415
-
-    return migrate(_options(a), dry_run=a.dry_run)
+def _dispatch(a: argparse.Namespace) -> int:
+    module, params = DISPATCH[a.command]
+    func = getattr(importlib.import_module(f"jobstate.commands.{module}"), module)
+    code: int = func(**{name: _value(a, name) for name in params})
+    return code
 
 
 RUN_EPILOG = """\
@@ -290,28 +198,6 @@ def _scheduler_options(p: argparse.ArgumentParser, required: bool = False) -> No
     p.add_argument("--manual", action="store_true", help="cron, systemd: this run was started by hand")
 
 
-# every subcommand (a test checks it against the parser): the first word picks the one parser to build
-COMMANDS = frozenset(
-    {
-        "init",
-        "allocate",
-        "key",
-        "show",
-        "list",
-        "run",
-        "resolve",
-        "approve",
-        "complete",
-        "verify",
-        "diff",
-        "report",
-        "migrate",
-        "budget",
-        "lock-info",
-    }
-)
-
-
 class _Skipped:
     """Stands in for the parser of a command that is not being run: building them all costs more
     than a retried allocate's own work (argparse looks up translations for every string)."""
@@ -347,7 +233,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="jobstate COMMAND --help for its options",
     )
 
-    def command(name: str, func: Dispatch, text: str, epilog: str | None = None) -> argparse.ArgumentParser:
+    def command(name: str, text: str, epilog: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:
             return cast("argparse.ArgumentParser", _Skipped())
         p = sub.add_parser(
@@ -358,16 +244,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             epilog=epilog,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.set_defaults(func=func)
         return p
 
     def json_flag(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print one JSON value instead of text")
 
-    p = command("init", _init, "set up state/, history/ and jobstate.yaml, and commit them")
+    p = command("init", "set up state/, history/ and jobstate.yaml, and commit them")
     p.add_argument("--git-init", action="store_true", help="run git init first when not inside a repository")
 
-    p = command("allocate", _allocate, "print the episode ID for an allocation key (the same key, the same ID)")
+    p = command("allocate", "print the episode ID for an allocation key (the same key, the same ID)")
     p.add_argument("--key", help="the scheduler's stable identity for this run, 1-512 characters (or --from SCHEDULER)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--date", help="calendar date YYYY-MM-DD of the run")
@@ -381,7 +266,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _scheduler_options(p)
     json_flag(p)
 
-    p = command("key", _key, "the key, intended time and period --from a scheduler (read-only, writes nothing)")
+    p = command("key", "the key, intended time and period --from a scheduler (read-only, writes nothing)")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--date", help="count the run in the period of this date YYYY-MM-DD")
     when.add_argument("--week", help="count the run in this ISO week YYYY-Www")
@@ -390,7 +275,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _scheduler_options(p, required=True)
     json_flag(p)
 
-    p = command("show", _show, "print one episode and its status now (read-only)")
+    p = command("show", "print one episode and its status now (read-only)")
     p.add_argument("episode_id", help="an episode ID, e.g. 2026-W32-0")
     p.add_argument(
         "--records",
@@ -399,11 +284,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     json_flag(p)
 
-    p = command("list", _list, "list episodes, optionally of one period (read-only)")
+    p = command("list", "list episodes, optionally of one period (read-only)")
     p.add_argument("--period", help="only this period, e.g. 2026-W32")
     json_flag(p)
 
-    p = command("run", _run, "run a paid step's command after the guard, recording what it reports", RUN_EPILOG)
+    p = command("run", "run a paid step's command after the guard, recording what it reports", RUN_EPILOG)
     p.add_argument("--episode", required=True, help="an allocated, committed episode ID")
     p.add_argument("--step", required=True, help="step name: lower-case letters, digits, - and _ (e.g. generate)")
     p.add_argument(
@@ -418,7 +303,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (run without a shell)")
 
-    p = command("resolve", _resolve, "settle a submission whose acceptance is unknown, or supersede an attempt")
+    p = command("resolve", "settle a submission whose acceptance is unknown, or supersede an attempt")
     p.add_argument("--episode", required=True, help="the episode of the unknown step")
     p.add_argument("--step", required=True, help="the unknown step")
     how = p.add_mutually_exclusive_group(required=True)
@@ -432,17 +317,17 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--by", required=True, help="who decided (recorded)")
     p.add_argument("--reason", required=True, help="why (recorded)")
 
-    p = command("approve", _approve, "approve (or --reject) an episode's output")
+    p = command("approve", "approve (or --reject) an episode's output")
     p.add_argument("--episode", required=True, help="the episode to approve")
     p.add_argument("--by", required=True, help="who decided (recorded)")
     p.add_argument("--reject", action="store_true", help="reject instead of approve (needs --reason)")
     p.add_argument("--reason", help="why (recorded; required with --reject)")
 
-    p = command("complete", _complete, "write history/<id>.yaml for an approved episode")
+    p = command("complete", "write history/<id>.yaml for an approved episode")
     p.add_argument("--episode", required=True, help="the approved episode to complete")
     json_flag(p)
 
-    p = command("verify", _verify, "read-only checks of the state (CI, pull requests)")
+    p = command("verify", "read-only checks of the state (CI, pull requests)")
     p.add_argument("--rev", help="check this revision from Git objects instead of the work tree")
     p.add_argument("--against", metavar="BASE", help="also prove what a migration must preserve since BASE")
     p.add_argument("--strict", action="store_true", help="warnings (e.g. unknown submissions) fail too")
@@ -475,14 +360,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
-    p = command("diff", _diff, "what changed in the state between two revisions, in words (read-only)")
+    p = command("diff", "what changed in the state between two revisions, in words (read-only)")
     p.add_argument("base", metavar="BASE", help="the base revision, e.g. origin/main or a PR's base SHA")
     p.add_argument("rev", metavar="REV", nargs="?", default="HEAD", help="the revision to compare (default HEAD)")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     max_chars(p)
     p.add_argument("--strict", action="store_true", help="exit 1 when a change that should never happen is found")
 
-    p = command("report", _report, "episodes, statuses and spend per period (read-only)")
+    p = command("report", "episodes, statuses and spend per period (read-only)")
     p.add_argument("--rev", default="HEAD", help="report this revision, from Git objects (default HEAD)")
     p.add_argument("--period", help="only this period, e.g. 2026-W32")
     p.add_argument("--since", metavar="P", help="only periods from P on (inclusive)")
@@ -492,14 +377,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     max_chars(p)
 
-    p = command("migrate", _migrate, "legacy week-only IDs to versioned IDs, in one commit")
+    p = command("migrate", "legacy week-only IDs to versioned IDs, in one commit")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the YAML diff; write nothing")
 
-    p = command("budget", _budget, "cap, spent, reserved and remaining per currency of one budget period (read-only)")
+    p = command("budget", "cap, spent, reserved and remaining per currency of one budget period (read-only)")
     p.add_argument("--period", help="a period ID; the budget period that contains it (default: the current one)")
     json_flag(p)
 
-    p = command("lock-info", _lock_info, "say who holds the lock (read-only)")
+    p = command("lock-info", "say who holds the lock (read-only)")
     json_flag(p)
     return parser
 
@@ -513,7 +398,6 @@ def main(argv: Sequence[str] | None = None, *, now: Callable[[], datetime] = utc
         only = words[0] if words and words[0] in COMMANDS else None
         args = build_parser(only).parse_args(words)
         args.now = now
-        func: Dispatch = args.func
-        return func(args)
+        return _dispatch(args)
 
     return run_handled(dispatch)
