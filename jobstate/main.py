@@ -30,34 +30,24 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 <= value <= 86400:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds between 0 and 86400")
-    return value
+def _number(what: str, low: float, high: float, *, whole: bool) -> Callable[[str], float]:
+    """An argparse type: a number of ``what`` from ``low`` to ``high`` (refuses nan, inf and text)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if whole else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if whole else ''}number of {what}") from None
+        if not low <= value <= high:  # also false for nan
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what} from {low:g} to {high:g}")
+        return value
+
+    return parse
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 1 <= value <= 1024:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number from 1 to 1024")
-    return value
-
-
-def _chars(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
-    if not 1 <= value <= 100_000_000:  # the renderer names its own minimum
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of characters from 1 to 100000000")
-    return value
+_seconds = _number("seconds", 0, 86400, whole=False)
+_threads = _number("threads", 1, 1024, whole=True)
+_chars = _number("characters", 1, 100_000_000, whole=True)  # the renderer names its own minimum
 
 
 def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
@@ -343,7 +333,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         default="text",
         help="text (default), json, or github: workflow annotations (::error file=...,line=...::) for Actions",
     )
-    p.add_argument("--jobs", type=_positive, help="hashing threads, 1 to 1024 (default: one per core)")
+    p.add_argument("--jobs", type=_threads, help="hashing threads, 1 to 1024 (default: one per core)")
     p.add_argument(
         "--require-signed",
         action="store_true",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -183,3 +184,22 @@ def stable_cmd(script: str) -> list[str]:
     path = Path.cwd() / "step_cmd.py"  # the test's tmp_path (see _isolated)
     path.write_text(script, encoding="utf-8")
     return [sys.executable, str(path)]
+
+
+@pytest.fixture(scope="module")
+def _built_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from .review_history import build_pipeline_history
+
+    top = tmp_path_factory.mktemp("built")
+    gitconfig = top / "gitconfig"
+    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        return build_pipeline_history(top / "pipeline")
+
+
+@pytest.fixture
+def history(_built_history: Path, tmp_path: Path) -> Path:
+    """A copy of the small pipeline history of tests/review_history.py (built once per module: it takes seconds)."""
+    return Path(shutil.copytree(_built_history, tmp_path / "pipeline", symlinks=True))

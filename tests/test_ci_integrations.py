@@ -17,25 +17,8 @@ from jobstate.main import main
 from jobstate.yamlio import loads
 
 from .conftest import git
-from .review_history import build_pipeline_history
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def _built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    top = tmp_path_factory.mktemp("built")
-    gitconfig = top / "gitconfig"
-    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        return build_pipeline_history(top / "pipeline")
-
-
-@pytest.fixture
-def history(_built: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(_built, tmp_path / "pipeline", symlinks=True))
 
 
 def _line_of(path: Path, needle: str) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,27 +14,9 @@ from jobstate.core.status import episode_status
 from jobstate.main import main
 
 from .conftest import git
-from .review_history import build_pipeline_history
 from .snapshots import tree_state
 
 GOLDEN = Path(__file__).parent / "golden"
-
-
-@pytest.fixture(scope="module")
-def _built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    top = tmp_path_factory.mktemp("built")
-    gitconfig = top / "gitconfig"
-    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        return build_pipeline_history(top / "pipeline")
-
-
-@pytest.fixture
-def history(_built: Path, tmp_path: Path) -> Path:
-    """A copy of the pipeline history (built once per module: it takes seconds)."""
-    return Path(shutil.copytree(_built, tmp_path / "pipeline", symlinks=True))
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
