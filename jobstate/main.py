@@ -13,14 +13,16 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import NoReturn, cast
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from jobstate.core.clock import utc_now
+from jobstate.core.keys import SCHEDULERS
 from jobstate.error_handler import run_handled
 from jobstate.errors import EXIT_CODES, UsageError
-from jobstate.scheduled import Request
-from jobstate.schedulers import SCHEDULERS
 from jobstate.store import StoreOptions
+
+if TYPE_CHECKING:
+    from jobstate.scheduled import Request
 from jobstate.version import __version__
 
 
@@ -72,6 +74,9 @@ def _scheduled(a: argparse.Namespace) -> Request | None:
         if stray:
             raise UsageError(f"{stray[0]} works with --from SCHEDULER only")
         return None
+    # a plain --key (the retry path) loads no scheduler module and no cron library
+    from jobstate.scheduled import Request  # noqa: PLC0415 - start-up
+
     return Request(
         scheduler=a.from_,
         job_name=a.job_name,

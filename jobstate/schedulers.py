@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobstate.core.keys import validate_key
+from jobstate.core.keys import SCHEDULERS, validate_key
 from jobstate.core.periods import Period, period_of
 from jobstate.cron import latest_fire, zone
 from jobstate.errors import UsageError
 
-SCHEDULERS = ("github-actions", "kubernetes", "airflow", "dagster", "temporal", "systemd", "cron")
 # a Job name's minutes outside these years are not a CronJob's schedule (kubectl create job foo-1)
 _K8S_YEARS = (2001, 2200)
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")

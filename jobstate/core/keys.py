@@ -11,6 +11,8 @@ from typing import Any
 from jobstate.errors import UsageError
 
 MAX_KEY_LENGTH = 512
+# the schedulers whose own identity for a run --from turns into a key (jobstate.schedulers)
+SCHEDULERS = ("github-actions", "kubernetes", "airflow", "dagster", "temporal", "systemd", "cron")
 
 
 def validate_key(key: object) -> str:
