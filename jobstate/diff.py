@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from jobstate.budget_view import budget_use
 from jobstate.facts import compare
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review_state import EpisodeView, StateView, read_state
@@ -35,7 +36,7 @@ class Diff:
     completed: list[dict[str, Any]] = field(default_factory=list)
     migrations: list[dict[str, str]] = field(default_factory=list)
     preservation: list[str] | None = None  # verify --against lines; None when nothing was migrated
-    budgets: list[dict[str, Any]] = field(default_factory=list)  # filled once budgets exist
+    budgets: list[dict[str, Any]] = field(default_factory=list)  # use of the budget periods the change touched
     unreadable: list[str] = field(default_factory=list)
 
     def cost_totals(self) -> dict[str, str]:
@@ -272,6 +273,11 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     new = read_state(path, rev, progress=progress)
     result = compare_states(old, new)
     result.unreadable = [f"{base}: {u}" for u in old.unreadable] + result.unreadable
+    touched = {str(c["period_id"]) for c in result.costs} | {str(a.get("period_id")) for a in result.allocated}
+    touched |= {
+        new.episodes[str(s["episode_id"])].period_id for s in result.steps if s.get("episode_id") in new.episodes
+    }
+    result.budgets = budget_use(new, touched)
     if result.migrations:
         result.preservation = _preservation(path, base, rev, result.migrations)
         result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]

@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from jobstate.budget_view import budget_use
 from jobstate.core.periods import parse_period
 from jobstate.core.status import STATUSES
 from jobstate.errors import UsageError
@@ -31,7 +32,7 @@ class Report:
     periods: list[dict[str, Any]] = field(default_factory=list)
     spend_by_step: dict[str, dict[str, str]] = field(default_factory=dict)
     totals: dict[str, str] = field(default_factory=dict)
-    budgets: list[dict[str, Any]] = field(default_factory=list)  # budgets and reservations, once they exist
+    budgets: list[dict[str, Any]] = field(default_factory=list)  # use per budget period and currency
     unreadable: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -141,6 +142,7 @@ def build_report(state: StateView, since: str | None = None, until: str | None =
         )
     out.spend_by_step = {step: _fmt(sums) for step, sums in sorted(by_step.items())}
     out.totals = _fmt(totals)
+    out.budgets = budget_use(state, _periods(state, since, until))
     return out
 
 
@@ -156,3 +158,7 @@ def report(
     """The report of ``rev``. This is a read-only operation."""
     since, until = period_range(period, since, until)
     return build_report(read_state(path, rev, progress=progress), since, until)
+
+
+def _periods(state: StateView, since: str | None, until: str | None) -> list[str]:
+    return sorted({v.period_id for v in state.episodes.values() if _in_range(v.period_id, since, until)})

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobstate.core.layout import RECORD_FILES
+from jobstate.config import config_from_yaml_dict
+from jobstate.core.budget import Budget
+from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.core.status import episode_status
 from jobstate.errors import StateInvalid, UsageError
@@ -86,8 +88,7 @@ class StateView:
     commit: str
     episodes: dict[str, EpisodeView] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)
-    # Budgets and reservations (a later feature) go here: name -> definition and use.
-    budgets: dict[str, Any] = field(default_factory=dict)
+    budget: Budget | None = None  # budget: of jobstate.yaml at this revision
 
 
 def _period_and_sequence(name: str) -> tuple[str, int, bool] | None:
@@ -142,11 +143,24 @@ def _fill(view: EpisodeView, name: str, data: Any) -> None:
             view.artifacts.update({str(k): str(_mapping(v, "sha256")) for k, v in arts.items()})
 
 
+def _budget(snap: Revision, unreadable: list[str]) -> Budget | None:
+    try:
+        text = snap.read(CONFIG_FILE)
+    except OSError:
+        return None
+    try:
+        return config_from_yaml_dict(loads(text, CONFIG_FILE) if text.strip() else None).budget
+    except StateInvalid as exc:
+        unreadable.append(str(exc))
+        return None
+
+
 def read_state(path: Path, rev: str, *, progress: bool | None = None) -> StateView:
     """Every episode at ``rev``, from Git objects. This is a read-only operation."""
     snap = Revision(locate(path), rev)
     try:
         view = StateView(rev, snap.commit)
+        view.budget = _budget(snap, view.unreadable)
         files = snap.files()
         wanted: list[tuple[str, str, str]] = []  # path, episode name, file name
         for p, entry in sorted(files.items()):

@@ -243,3 +243,29 @@ def test_verify_reports_overruns_and_a_budget_exceeded_by_hand_and_against_keeps
     proc = run_cli("verify", "--rev", "HEAD", "--against", "HEAD~1", cwd=repo)
     assert "reservation" in proc.stdout
     assert "NOT preserved" in proc.stdout
+
+
+def test_report_and_diff_show_budget_use(repo: Path, tmp_path: Path) -> None:
+    _with_budget(repo)
+    base = git(repo, "rev-parse", "HEAD").strip()
+    with Store(repo) as store:
+        eids = [allocate(store, f"k{i}", W32).episode_id for i in range(2)]
+    for eid in eids:
+        run = ["run", "--episode", eid, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path)]
+        assert run_cli(*run, cwd=repo).returncode == 0
+    report = json.loads(run_cli("report", "--format", "json", cwd=repo).stdout)
+    assert report["budgets"] == [
+        {
+            "period": "2026-W32",
+            "currency": "USD",
+            "spent": "10.00",
+            "reserved": "0",
+            "cap": "20.00",
+            "remaining": "10.00",
+            "use": "spent 10.00 + reserved 0 of 20.00 USD (50%), 10.00 left",
+            "name": "2026-W32 USD",
+        }
+    ]
+    text = run_cli("diff", base, cwd=repo).stdout
+    assert "2026-W32 USD" in text
+    assert "spent 10.00 + reserved 0 of 20.00 USD (50%), 10.00 left" in text
