@@ -4,6 +4,9 @@ The table is the one place that imports a command, and it does so lazily, so
 that a retried ``allocate`` loads no module it does not need. Each command
 takes parsed values, calls the library, prints, and returns an exit code;
 jobstate.error_handler turns what it raises into one line on stderr.
+
+Longer than most modules on purpose: it is the whole command line (every option with its help
+text, and the run protocol's help), kept in one file so that the help can be read in one place.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ record with a deterministic idempotency key, and then lets the body submit,
 record the vendor's task reference (committed at once), costs and artifacts.
 A step whose intent was committed but whose acceptance was never recorded is
 "unknown": it is never resubmitted until an operator resolves it.
+
+Longer than most modules on purpose: the guard, the intent and the records of one attempt are
+one protocol; the run of a command (step_command.py) and the decisions (resolution.py,
+review.py) live elsewhere.
 """
 
 from __future__ import annotations

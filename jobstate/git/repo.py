@@ -5,6 +5,9 @@ loose objects from Python, the branch moves with ``git update-ref NEW OLD`` (a
 compare-and-swap), and the user's index is brought up to date by updating a
 private copy and renaming it into place, so jobstate never leaves a stale
 ``.git/index.lock`` behind.
+
+Longer than most modules on purpose: one repository's refs, objects, commits and remotes share
+its object format and ref storage, read once; split, each part would need them passed in.
 """
 
 from __future__ import annotations
