@@ -30,7 +30,9 @@ def submissions(store: Store, episode_id: str) -> dict[str, list[dict[str, Any]]
     """Attempts per step, from submissions.yaml. Read-only."""
     data = load_record(store, episode_id, SUBMISSIONS, {"schema": 1, "steps": {}})
     steps = data.get("steps")
-    if not isinstance(steps, dict) or not all(isinstance(v, list) for v in steps.values()):
+    if not isinstance(steps, dict) or not all(
+        isinstance(v, list) and all(isinstance(a, dict) for a in v) for v in steps.values()
+    ):
         raise StateInvalid(f"{record_path(episode_id, SUBMISSIONS)}: 'steps' must map step names to lists of attempts")
     return steps
 

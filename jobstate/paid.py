@@ -249,16 +249,14 @@ class PaidStep:
         transact(self.store, decide)
         return record
 
-    def spent(self) -> Decimal:
-        """What this attempt has cost so far, per the ledger (its remote task, or none)."""
-        return sum(
-            (
-                Decimal(e["amount"])
-                for e in cost_entries(self.store, self.episode.episode_id)
-                if e["step"] == self.step and e.get("remote_ref") == self.remote_ref
-            ),
-            Decimal(0),
-        )
+    def spent(self) -> dict[str, Decimal]:
+        """What this attempt has cost so far per currency, per the ledger."""
+        out: dict[str, Decimal] = {}
+        for e in cost_entries(self.store, self.episode.episode_id):
+            mine = e.get("attempt") == self.attempt if "attempt" in e else e.get("remote_ref") == self.remote_ref
+            if e["step"] == self.step and mine:
+                out[e["currency"]] = out.get(e["currency"], Decimal(0)) + Decimal(e["amount"])
+        return out
 
     def _now(self) -> str:
         return format_time(self.store.now())
@@ -315,6 +313,11 @@ def paid_step(
                 notify(
                     f"warning: step {step} of {episode_id} cost {settled['spent']}, "
                     f"{settled['overrun']} over its declared maximum {settled['reserved']} (recorded as an overrun)"
+                )
+            if "unreserved" in settled:
+                notify(
+                    f"warning: step {step} of {episode_id} was also charged {settled['unreserved']}, in a currency "
+                    "it did not reserve (recorded; verify checks the period's budget)"
                 )
         handle._update(f"done {episode_id} {step} attempt {handle.attempt}", done)
     finally:

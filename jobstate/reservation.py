@@ -7,10 +7,11 @@ from decimal import Decimal
 from typing import Any
 
 from jobstate.budget import usage
-from jobstate.core.budget import budget_period, check_reservation, crosses_warning, parse_max_cost
+from jobstate.core.budget import budget_period, check_reservation, crosses_warning, episode_periods, parse_max_cost
+from jobstate.core.layout import CONFIG_FILE, COSTS, STATE, SUBMISSIONS
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, Episode
-from jobstate.errors import FingerprintMismatch, UsageError
+from jobstate.errors import DirtyState, FingerprintMismatch, UsageError
 from jobstate.store import Store
 
 # what a new intent may follow: nothing, or an attempt that certainly holds nothing open
@@ -63,6 +64,7 @@ def reserve(
             "nothing was run"
         )
     period = budget_period(parse_period(episode.period_id), budget.per).id
+    _refuse_uncommitted_inputs(store, episode_periods(period, store.config.period))
     current = usage(store, budget, period)[currency]
     check_reservation(current, amount)
     if crosses_warning(current, amount, budget.warn_at):
@@ -73,13 +75,31 @@ def reserve(
     return reservation
 
 
-def settle(attempt: dict[str, Any], spent: Decimal) -> dict[str, str] | None:
-    """What the attempt's reservation settled to, or None when it reserved nothing."""
+def _refuse_uncommitted_inputs(store: Store, periods: list[str]) -> None:
+    """The budget decision reads committed state only: an edit of the cap or of a ledger in the period
+    that nobody committed is refused (exit 2), never taken as the truth."""
+    specs = [CONFIG_FILE, *(f"{STATE}/{p}-*/{name}" for p in periods for name in (COSTS, SUBMISSIONS))]
+    for code, path in store.git.status(*specs):
+        if code != "??":
+            raise DirtyState(
+                f"{path} has uncommitted changes and the budget decision reads it: commit it or restore it "
+                f"(git checkout -- {path}); nothing was run"
+            )
+
+
+def settle(attempt: dict[str, Any], spent: dict[str, Decimal]) -> dict[str, str] | None:
+    """What the attempt's reservation settled to, per the currency it reserved; charges in other
+    currencies are named as unreserved. None when it reserved nothing."""
     reservation = attempt.get("reservation")
     if not isinstance(reservation, dict):
         return None
+    currency = str(reservation["currency"])
     reserved = Decimal(str(reservation["amount"]))
-    out = {"spent": format(spent, "f"), "reserved": format(reserved, "f")}
-    if spent > reserved:
-        out["overrun"] = format(spent - reserved, "f")
+    used = spent.get(currency, Decimal(0))
+    out = {"spent": format(used, "f"), "reserved": format(reserved, "f")}
+    if used > reserved:
+        out["overrun"] = format(used - reserved, "f")
+    others = {c: a for c, a in sorted(spent.items()) if c != currency and a}
+    if others:
+        out["unreserved"] = ", ".join(f"{format(a, 'f')} {c}" for c, a in others.items())
     return out

@@ -16,7 +16,8 @@ from jobstate.core.clock import format_time
 from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
 from jobstate.episode_files import submissions, submissions_change
-from jobstate.errors import AlreadyRecorded, SubmissionUnknown, UsageError
+from jobstate.errors import AlreadyRecorded, StepRunning, SubmissionUnknown, UsageError
+from jobstate.leftovers import running_steps
 from jobstate.paid import guard, resolve_command
 from jobstate.reservation import CLOSED
 from jobstate.store import Store
@@ -41,6 +42,13 @@ def _refuse_settled(episode_id: str, step: str, last: dict[str, Any], ref: str |
             f"{resolution.get('by')} at {resolution.get('at')} (it is now {state}); nothing to resolve"
         )
     raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
+
+
+def _refuse_running(store: Store, episode_id: str, step: str) -> None:
+    if running_steps(store, episode_id, steps=[step]):
+        raise StepRunning(
+            f"step {step} of {episode_id} is running now: nothing to decide while it runs; wait for it to finish"
+        )
 
 
 def resolve(
@@ -68,6 +76,7 @@ def resolve(
 
     def decide(_cat: Catalog) -> StateChange[str]:
         guard(store, episode_id, notify=notify)
+        _refuse_running(store, episode_id, step)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
         if not attempts:
@@ -97,12 +106,20 @@ def resolve(
 def _supersede(store: Store, episode_id: str, step: str, *, by: str, reason: str, notify: Callable[[str], None]) -> str:
     def decide(_cat: Catalog) -> StateChange[str]:
         guard(store, episode_id, notify=notify)
+        _refuse_running(store, episode_id, step)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
         last = attempts[-1] if attempts else None
         state = None if last is None else last.get("state")
         if last is None or state in CLOSED:
             raise UsageError(f"step {step} of {episode_id} has no attempt to supersede; just run it")
+        if state == AttemptState.ACCEPTED:
+            # its vendor task may still charge: its reservation must stay until it is collected
+            raise UsageError(
+                f"step {step} of {episode_id} attempt {last.get('attempt')} is accepted as {last.get('remote_ref')} "
+                "and may still be charged: collect it first by running the recorded request again (it resumes the "
+                "task, never resubmits), then supersede the completed attempt"
+            )
         if state == AttemptState.INTENT:
             raise SubmissionUnknown(
                 f"step {step} of {episode_id} is unknown: settle it first ({resolve_command(episode_id, step)}), "

@@ -11,8 +11,8 @@ from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.money import totals
 from jobstate.core.records import AttemptState
 from jobstate.episode_files import approval, artifacts, cost_entries, load_record, record_change, submissions
-from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, SubmissionUnknown, UsageError
-from jobstate.leftovers import remove_temp_files
+from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, StepRunning, SubmissionUnknown, UsageError
+from jobstate.leftovers import remove_temp_files, running_steps
 from jobstate.paid import guard, resolve_command
 from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
@@ -57,7 +57,13 @@ def approve(
 
 
 def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
-    for step, attempts in submissions(store, episode_id).items():
+    steps = submissions(store, episode_id)
+    busy = running_steps(store, episode_id, steps=steps)
+    if busy:
+        raise StepRunning(
+            f"cannot {action} {episode_id}: step {', '.join(sorted(busy))} is running now; wait for it to finish"
+        )
+    for step, attempts in steps.items():
         state = attempts[-1].get("state") if attempts else None
         if state == AttemptState.INTENT:
             raise SubmissionUnknown(

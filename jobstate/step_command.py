@@ -132,6 +132,7 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
     store, episode_id, step_name = step.store, step.episode.episode_id, step.step
     result = result_path(store, episode_id, step_name, step.attempt)
     result.parent.mkdir(parents=True, exist_ok=True)
+    _record_earlier_charges(step, result, notify)
     result.unlink(missing_ok=True)
     env = _environment(store, episode_id, step_name, step, result)
     if step.remote_ref:
@@ -157,6 +158,30 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         if step.remote_ref is None and report.get("submitted") is not False:
             state = "unknown: the next run refuses until it is resolved"
         raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
+
+
+def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str], None]) -> None:
+    """Charges a killed run of this attempt reported but never recorded: money is never dropped.
+
+    The file is this attempt's own; the ledger recognises a charge recorded already."""
+    try:
+        report = _read_report(result)
+    except UsageError:
+        return  # half written by a killed command: it proves nothing
+    if not report or report.get("cost") is None or step.remote_ref is None:
+        return
+    if report.get("remote_ref") not in (None, step.remote_ref):
+        return  # another task's charges cannot be this attempt's
+    try:
+        charges = reported_charges(report.get("cost"), result)
+    except UsageError as exc:
+        notify(f"warning: the earlier run's result file is not usable ({exc}); its charges were not recorded")
+        return
+    for amount, currency, charge_id in charges:
+        if step.cost(amount, currency, charge_id=charge_id):
+            notify(
+                f"recorded {amount} {currency} that an interrupted run of step {step.step} reported in {result.name}"
+            )
 
 
 def _warn_unknown_fields(report: dict[str, object], result: Path, notify: Callable[[str], None]) -> None:

@@ -269,3 +269,26 @@ def test_report_and_diff_show_budget_use(repo: Path, tmp_path: Path) -> None:
     text = run_cli("diff", base, cwd=repo).stdout
     assert "2026-W32 USD" in text
     assert "spent 10.00 + reserved 0 of 20.00 USD (50%), 10.00 left" in text
+
+
+@pytest.mark.parametrize("edit", ["cap", "ledger"])
+def test_the_budget_decision_refuses_uncommitted_edits_of_its_inputs(repo: Path, tmp_path: Path, edit: str) -> None:
+    _with_budget(repo, "budget:\n  limits: {USD: '5.00'}\n")
+    with Store(repo) as store:
+        first, second = (allocate(store, k, W32).episode_id for k in ("a", "b"))
+    run = ["run", "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path)]
+    assert run_cli(run[0], "--episode", first, *run[1:], cwd=repo).returncode == 0
+    if edit == "cap":
+        config = repo / "jobstate.yaml"
+        config.write_text(config.read_text().replace("'5.00'", "'1000.00'"))
+        named = "jobstate.yaml"
+    else:
+        costs = repo / "state" / first / "costs.yaml"
+        costs.write_text(costs.read_text().replace("'5.00'", "'0.00'"))
+        named = f"state/{first}/costs.yaml"
+    head = git(repo, "rev-parse", "HEAD")
+    proc = run_cli(run[0], "--episode", second, *run[1:], cwd=repo)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{named} has uncommitted changes" in proc.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert _ran(tmp_path) == [first]
