@@ -43,7 +43,7 @@ bench: $(STAMP)
 
 # --- the weekly media pipeline, as a pipeline repo wraps jobstate -------------------------
 # make allocate KEY=scheduled-run:2026-08-07 DATE=2026-08-07
-# make generate EPISODE=2026-W32-0 VENDOR_URL=http://127.0.0.1:PORT
+# make generate EPISODE=2026-W32-0 VENDOR_URL=http://127.0.0.1:PORT [MAX_COST="12.40 USD" with a budget]
 # make approve EPISODE=... BY=editor [REJECT=1 REASON=...]; make rework / reassemble / complete EPISODE=...
 # make verify  (read-only check of this repository's state, as CI runs it)
 JOBSTATE ?= $(BIN)/jobstate
@@ -51,21 +51,23 @@ REPO ?= .
 VENDOR_URL ?= http://127.0.0.1:8765
 VENDOR_STEP = $(BIN)/python -m jobstate_demo.vendor_sim step --url $(VENDOR_URL)
 need = $(if $($(1)),,$(error $(1) is required, e.g. make $@ $(1)=...))
+# with a budget in jobstate.yaml: make generate EPISODE=... MAX_COST="12.40 USD"
+MAX_COST_ARG = $(if $(MAX_COST),--max-cost '$(MAX_COST)')
 
 allocate: $(STAMP)
 	$(call need,KEY)$(call need,DATE)$(JOBSTATE) allocate --repo $(REPO) --key '$(KEY)' --date '$(DATE)'
 
 generate: $(STAMP)
-	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step generate -- $(VENDOR_STEP) --kind generate --artifact final.txt
+	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step generate $(MAX_COST_ARG) -- $(VENDOR_STEP) --kind generate --artifact final.txt
 
 approve: $(STAMP)
 	$(call need,EPISODE)$(call need,BY)$(JOBSTATE) approve --repo $(REPO) --episode '$(EPISODE)' --by '$(BY)' $(if $(REJECT),--reject --reason '$(REASON)')
 
 rework: $(STAMP)
-	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step rework -- $(VENDOR_STEP) --kind rework --artifact rework.txt
+	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step rework $(MAX_COST_ARG) -- $(VENDOR_STEP) --kind rework --artifact rework.txt
 
 reassemble: $(STAMP)
-	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step reassemble -- $(VENDOR_STEP) --kind reassemble --price 0.85 --artifact final-v2.txt
+	$(call need,EPISODE)$(JOBSTATE) run --repo $(REPO) --episode '$(EPISODE)' --step reassemble $(MAX_COST_ARG) -- $(VENDOR_STEP) --kind reassemble --price 0.85 --artifact final-v2.txt
 
 verify: $(STAMP)
 	$(JOBSTATE) verify --repo $(REPO) --rev $(or $(REV),HEAD) $(if $(AGAINST),--against $(AGAINST))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-from jobstate.errors import INTERRUPTED, USAGE, CommandFailed, JobstateError
+from jobstate.errors import INTERNAL, INTERRUPTED, USAGE, CommandFailed, JobstateError
 
 
 def run_handled(command: Callable[[], int]) -> int:
@@ -22,3 +22,7 @@ def run_handled(command: Callable[[], int]) -> int:
     except OSError as exc:
         print(f"jobstate: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
         return USAGE
+    except Exception as exc:
+        text = " ".join(str(exc).split())[:300]
+        print(f"jobstate: internal error: {type(exc).__name__}: {text} (a bug: please report it)", file=sys.stderr)
+        return INTERNAL

@@ -28,6 +28,7 @@ SUBMISSION_UNKNOWN = 6
 STATE_INVALID = 7
 BUDGET_EXCEEDED = 8
 COMMAND_FAILED = 9
+INTERNAL = 70  # EX_SOFTWARE: a bug in jobstate, reported in one line
 INTERRUPTED = 130  # SIGINT, as shells report it
 
 EXIT_CODES: dict[int, str] = {
@@ -41,6 +42,7 @@ EXIT_CODES: dict[int, str] = {
     STATE_INVALID: "state on disk invalid",
     BUDGET_EXCEEDED: "budget exceeded: the step's reservation does not fit in the period's budget",
     COMMAND_FAILED: "the command run by jobstate run failed (its own code is on stderr)",
+    INTERNAL: "internal error: a bug in jobstate (one line on stderr; please report it)",
     INTERRUPTED: "interrupted (Ctrl-C)",
 }
 

@@ -60,13 +60,14 @@ def put_aside(
     target: Path | None = None
     for rel in untracked:
         source = store.path(rel)
-        if source.name.startswith(TEMP_PREFIX):
+        if busy:
+            continue  # step(s) running now may still be writing it: the guard refuses with the file's name
+        if source.name.startswith(TEMP_PREFIX) and source.parent == store.path(directory):
+            # jobstate's own atomic writes put their temp files beside the records, nowhere deeper
             source.unlink(missing_ok=True)
             changed = True
             notify(f"removed {rel}, left by an interrupted jobstate write")
             continue
-        if busy:
-            continue  # step(s) running now may still be writing it: the guard refuses with the file's name
         if Path(rel).name in RECORD_FILES or store.git.in_head(rel):
             continue  # committed content seen as untracked means a wrong index: never move it, refuse
         if target is None:

@@ -31,8 +31,9 @@ from jobstate.version import __version__
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        # one line, not argparse's usage block
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        # one line, not argparse's usage block; the error handler already says "jobstate:"
+        where = self.prog.removeprefix("jobstate").strip()
+        raise UsageError(f"{where + ': ' if where else ''}{message} (see {self.prog} --help)")
 
 
 def _number(what: str, low: float, high: float, *, whole: bool) -> Callable[[str], float]:
@@ -52,7 +53,7 @@ def _number(what: str, low: float, high: float, *, whole: bool) -> Callable[[str
 
 _seconds = _number("seconds", 0, 86400, whole=False)
 _threads = _number("threads", 1, 1024, whole=True)
-_chars = _number("characters", 1, 100_000_000, whole=True)  # the renderer names its own minimum
+_chars = _number("characters", 2000, 100_000_000, whole=True)  # 2000: room for the cut marker
 
 
 def _add_common(parser: argparse.ArgumentParser, default: object) -> None:

@@ -71,7 +71,7 @@ def guard(
     try:
         parse_episode_id(episode_id)
     except UsageError as exc:
-        raise UsageError(f"{exc}; a paid step needs an explicit, allocated episode ID") from None
+        raise UsageError(f"{exc}; give the explicit ID of an allocated episode") from None
     store.require_initialized()
     directory = episode_dir(episode_id)
     if not store.path(episode_path(episode_id)).is_file():
@@ -248,6 +248,10 @@ class PaidStep:
 
         transact(self.store, decide)
         return record
+
+    def restart_charge_count(self) -> None:
+        """Count charges without a charge_id from the first again (a run's report after an earlier one's)."""
+        self._ordinals.clear()
 
     def spent(self) -> dict[str, Decimal]:
         """What this attempt has cost so far per currency, per the ledger."""

@@ -182,6 +182,7 @@ def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str]
             notify(
                 f"recorded {amount} {currency} that an interrupted run of step {step.step} reported in {result.name}"
             )
+    step.restart_charge_count()  # this run's own report counts its charges from the first again
 
 
 def _warn_unknown_fields(report: dict[str, object], result: Path, notify: Callable[[str], None]) -> None:

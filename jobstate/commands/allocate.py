@@ -46,13 +46,11 @@ def allocate(
         return 0
     if key is None:
         raise UsageError(
-            "jobstate allocate: the following arguments are required: --key (or --from SCHEDULER) "
-            "(see jobstate allocate --help)"
+            "allocate: the following arguments are required: --key (or --from SCHEDULER) (see jobstate allocate --help)"
         )
     if (date, week, period, at) == (None, None, None, None):
         raise UsageError(
-            "jobstate allocate: one of the arguments --date --week --period --at is required "
-            "(see jobstate allocate --help)"
+            "allocate: one of the arguments --date --week --period --at is required (see jobstate allocate --help)"
         )
     warning = unstable_key_warning(key, os.environ, options.now())
     if warning:
