@@ -107,6 +107,7 @@ def finish_pending(store: Store) -> None:
         pending = None
         marker.unlink()
     if pending is not None:
+        _remove_killed_ref_locks(store, marker.stat().st_mtime)
         head = store.git.head_commit()
         if head is not None and store.git.is_ancestor(pending.commit, head):
             with _index_lock(store) as index:
@@ -115,6 +116,32 @@ def finish_pending(store: Store) -> None:
         # else the commit never landed here; the undo record below puts the files back
         marker.unlink()
     _undo_unlanded(store)
+
+
+def _remove_killed_ref_locks(store: Store, since: float) -> None:
+    """Remove the ref lock a git child killed with jobstate left for good (the branch did not move).
+
+    The proof: a killed change's marker, written before the branch moves, is older than the lock,
+    and the lock stays unchanged for two seconds (git holds a ref lock for milliseconds). Any other
+    lock is left alone and update_ref names it (exit 3).
+    """
+    if store.git.reftable:
+        return
+    for lock in (store.git.common_dir / f"{store.git.head_ref()}.lock", store.git.git_dir / "HEAD.lock"):
+        try:
+            seen = lock.stat()
+        except FileNotFoundError:
+            continue
+        if seen.st_mtime < since - 1:
+            continue  # older than the killed change: not its child's
+        time.sleep(max(0.0, min(2.0, seen.st_mtime + 2 - time.time())))
+        try:
+            now = lock.stat()
+        except FileNotFoundError:
+            continue  # a live git finished with it
+        if (now.st_ino, now.st_mtime_ns) == (seen.st_ino, seen.st_mtime_ns):
+            lock.unlink(missing_ok=True)
+            print(f"jobstate: removed {lock}, left by a git command killed with jobstate", file=sys.stderr)
 
 
 def _update_index(index: IndexLock, paths: list[str]) -> None:

@@ -38,6 +38,9 @@ def _resolve_honestly(repo: Path, eid: str, vendor: VendorSimulator) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+LAST_ERR: list[str] = [""]
+
+
 def _run_once(repo: Path, eid: str, cmd: list[str], kill_after: float | None, group: bool) -> int | None:
     """One ``jobstate run``; with ``kill_after``, SIGKILL it (or its whole process group) then."""
     with subprocess.Popen(
@@ -57,6 +60,7 @@ def _run_once(repo: Path, eid: str, cmd: list[str], kill_after: float | None, gr
             proc.communicate()
             return None
     code = proc.returncode
+    LAST_ERR[0] = err.decode()
     assert code in (0, 3, 6, 75), err.decode()  # done, busy, unknown, or the vendor's own "unknown" exit
     return code
 
@@ -88,7 +92,7 @@ def test_sigkills_of_jobstate_run_lose_nothing_and_charge_nothing_twice(repo: Pa
                 break
             if code == 6:
                 _resolve_honestly(repo, eid, vendor)
-        assert code == 0
+        assert code == 0, LAST_ERR[0]
         charges = vendor.charges()
     assert status(repo) == ""
     git(repo, "fsck", "--no-progress")

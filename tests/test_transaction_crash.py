@@ -107,3 +107,32 @@ def test_kill_inside_the_index_update_leaves_nothing_that_wedges(repo: Path, tmp
     assert run_cli("allocate", "--key", "next", "--week", "2026-W32", cwd=repo).stdout == "2026-W32-1\n"
     assert not (repo / ".git" / "index.lock").exists()
     _assert_consistent(repo, ["victim", "next"], "2026-W32")
+
+
+_KILLED_REF_LOCK = """#!/bin/sh
+if [ "$1" = "update-ref" ] && [ -f "$KILL_ARMED" ]; then
+  rm -f "$KILL_ARMED"; : > "$REF_LOCK"; kill -9 $PPID; exit 1
+fi
+exec {real} "$@"
+"""
+
+
+def test_a_ref_lock_left_by_a_git_killed_with_jobstate_is_removed_by_the_next_command(
+    repo: Path, tmp_path: Path
+) -> None:
+    real = shutil.which("git")
+    assert real is not None
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "git").write_text(_KILLED_REF_LOCK.format(real=real))
+    (bindir / "git").chmod(0o755)
+    armed, lock = tmp_path / "armed", repo / ".git" / "refs" / "heads" / "main.lock"
+    armed.write_text("")
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}", "KILL_ARMED": str(armed), "REF_LOCK": str(lock)}
+    run_killed(repo, env, "allocate", "--key", "victim", "--week", "2026-W32")
+    assert lock.exists()  # what git update-ref leaves when it dies holding the lock
+    again = run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=repo)
+    assert (again.returncode, again.stdout) == (0, "2026-W32-0\n"), again.stderr
+    assert f"removed {lock}" in again.stderr
+    assert not lock.exists()
+    _assert_consistent(repo, ["victim"], "2026-W32")
