@@ -9,8 +9,8 @@ the commit it knows. Deleting it is always safe.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from jobstate.errors import StateInvalid
 
@@ -26,8 +26,7 @@ CREATE INDEX IF NOT EXISTS rows_by_period ON rows(period_id, sequence);
 """
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One committed file that describes an episode (episode.yaml or a history file)."""
 
     path: str

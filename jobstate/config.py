@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import Any
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from jobstate.core.budget import Budget, budget_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE
 from jobstate.core.periods import KINDS
 from jobstate.errors import StateInvalid
 
+if TYPE_CHECKING:
+    from jobstate.core.budget import Budget
+
 KNOWN = ("period", "timezone", "lock_timeout", "remote", "budget")
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """Settings; every field has a default, so the file is optional."""
 
     period: str = "iso-week"
@@ -27,18 +26,29 @@ class Config:
 
     def to_json(self) -> str:
         """Compact form cached in the catalog."""
-        return json.dumps(asdict(self), sort_keys=True)
+        budget = None if self.budget is None else self.budget.to_json_dict()
+        return json.dumps({**self._asdict(), "budget": budget}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Config:
         """Inverse of to_json."""
         data = json.loads(text)
         budget = data.pop("budget", None)
-        return cls(**data, budget=None if budget is None else Budget(**budget))
+        if budget is None:
+            return cls(**data)
+        # decimal and the budget rules load only where a budget is configured
+        from jobstate.core.budget import Budget  # noqa: PLC0415 - start-up
+
+        return cls(**data, budget=Budget(**budget))
 
 
 def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
     """Check a loaded jobstate.yaml; unknown or ill-typed settings are StateInvalid."""
+    # the retry path reads the cached settings (Config.from_json), never this
+    from zoneinfo import ZoneInfo  # noqa: PLC0415 - start-up
+
+    from jobstate.core.budget import budget_from_yaml_dict  # noqa: PLC0415 - start-up
+
     if data is None:
         return Config()
     if not isinstance(data, dict):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -30,10 +31,29 @@ from jobstate.version import __version__
 
 
 class _Parser(argparse.ArgumentParser):
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # argparse's own asks shutil (which loads bz2 and lzma) for the width, on every add_argument
+        formatter = cast("type[argparse.HelpFormatter]", self.formatter_class)
+        return formatter(prog=self.prog, width=_columns() - 2)
+
     def error(self, message: str) -> NoReturn:
         # one line, not argparse's usage block; the error handler already says "jobstate:"
         where = self.prog.removeprefix("jobstate").strip()
         raise UsageError(f"{where + ': ' if where else ''}{message} (see {self.prog} --help)")
+
+
+def _columns() -> int:
+    """The terminal width as shutil.get_terminal_size reckons it: $COLUMNS, the terminal, else 80."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns if sys.__stdout__ else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def _number(what: str, low: float, high: float, *, whole: bool) -> Callable[[str], float]:

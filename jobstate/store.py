@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from jobstate.catalog import Catalog
 from jobstate.config import Config
@@ -258,8 +258,7 @@ def open_store(
     return Store(find_root(repo_path(path)), now=now, lock_timeout=lock_timeout, remote=remote)
 
 
-@dataclass(frozen=True)
-class StoreOptions:
+class StoreOptions(NamedTuple):
     """Where the store is and how to work with it, as the command line gives it."""
 
     repo: str | None = None

@@ -13,7 +13,11 @@ from jobstate.main import COMMANDS, build_parser
 
 from .conftest import run_cli
 
-HEAVY = ("yaml", "portalocker", "git", "gitdb")  # subprocess is imported, but the retry starts no process
+HEAVY = ("yaml", "portalocker", "git", "gitdb")
+# standard modules that cost a retry 2-10 ms each to import and that it does not use: dataclasses
+# (through inspect), subprocess (no process is started), shutil (argparse asks it for the width),
+# zoneinfo (only --at needs a timezone) and decimal (only budgets do sums)
+SLOW_STDLIB = ("dataclasses", "inspect", "subprocess", "shutil", "zoneinfo", "decimal")
 
 _PROBE = """
 import sys
@@ -41,12 +45,13 @@ def test_the_retry_path_imports_no_yaml_lock_or_git_library(repo: Path) -> None:
     answer, modules = _modules_of(repo, "allocate", "--key", "k", "--week", "2026-W32")
     assert answer == "2026-W32-0"
     assert not modules & set(HEAVY), sorted(modules & set(HEAVY))
+    assert not modules & set(SLOW_STDLIB), sorted(modules & set(SLOW_STDLIB))
 
 
 def test_a_new_key_does_import_them_so_the_check_above_can_see_them(repo: Path) -> None:
     answer, modules = _modules_of(repo, "allocate", "--key", "new", "--week", "2026-W32")
     assert answer == "2026-W32-0"
-    assert {"yaml", "portalocker"} <= modules
+    assert {"yaml", "portalocker", "subprocess"} <= modules
 
 
 def test_every_command_is_known_to_the_one_command_parser() -> None:
@@ -65,3 +70,13 @@ def test_one_command_parser_gives_the_same_help_as_the_whole_parser(
         texts.append(capsys.readouterr().out)
     assert texts[0] == texts[1]
     assert f"jobstate {command}" in texts[0]
+
+
+@pytest.mark.parametrize("columns", ["50", "132", "0", "wide"])
+def test_help_is_as_wide_as_argparse_would_make_it(columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from jobstate.main import _columns
+
+    monkeypatch.setenv("COLUMNS", columns)
+    assert _columns() == shutil.get_terminal_size().columns

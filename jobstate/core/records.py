@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import reprlib
-from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from jobstate.core.keys import validate_key
 from jobstate.core.layout import episode_dir
@@ -38,8 +37,7 @@ class AttemptState(StrEnum):
     SUPERSEDED = "superseded"  # an operator opened a new attempt for a changed request (jobstate resolve --supersede)
 
 
-@dataclass(frozen=True)
-class Episode:
+class Episode(NamedTuple):
     """One allocated episode: ``state/<episode_id>/episode.yaml``."""
 
     episode_id: str
@@ -49,7 +47,7 @@ class Episode:
     allocation_key: str
     allocated_at: str
     status: str = "allocated"
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    extra: dict[str, Any] = {}  # noqa: RUF012 - a NamedTuple default, never mutated: fields jobstate does not know
 
     @property
     def directory(self) -> str:
@@ -122,8 +120,7 @@ def episode_from_yaml_dict(data: Any, source: str, directory_name: str | None) -
     return Episode(episode_id, period.id, period.kind, sequence, key, allocated_at, status, extra)
 
 
-@dataclass(frozen=True)
-class HistoryRecord:
+class HistoryRecord(NamedTuple):
     """What ``history/<id>.yaml`` must say: which episode it completes; the rest is optional."""
 
     episode_id: str
@@ -158,8 +155,7 @@ def history_from_yaml_dict(data: Any, source: str, name: str) -> HistoryRecord:
     return HistoryRecord(episode_id, period.id, sequence, key)
 
 
-@dataclass(frozen=True)
-class Allocation:
+class Allocation(NamedTuple):
     """The answer of allocate: the episode, and whether this call created it."""
 
     episode_id: str

@@ -6,8 +6,8 @@ import bisect
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from jobstate.git.runner import popen_git
 
@@ -17,8 +17,7 @@ BLOB_MODE = b"100644"
 TreeEdit = tuple[bytes, str] | None  # (mode, hex sha) to set, None to delete
 
 
-@dataclass(frozen=True)
-class ObjectFormat:
+class ObjectFormat(NamedTuple):
     """A Git object format: the hash that names objects (``sha1``, or ``sha256`` since Git 2.29)."""
 
     name: str

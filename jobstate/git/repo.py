@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobstate.errors import GitError, GitLockHeld, NotInitialized, RemoteUnavailable, UsageError
 from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
-from jobstate.git.runner import first_error_line, git_env, run_git
+from jobstate.git.runner import first_error_line, run_git, spawn_detached_git
 from jobstate.git.signing import signed_commit, signing_requested
+
+if TYPE_CHECKING:
+    import subprocess
 
 _Reader = Callable[[str], tuple[bytes, bytes]]
 _LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
@@ -356,18 +359,7 @@ class GitRepo:
                     return
         except OSError:
             return
-        with suppress(OSError):  # housekeeping only: the commit has landed
-            # through sh with &: git is nobody's child here, so nothing is left to reap or to wait for
-            subprocess.run(
-                ["sh", "-c", "git gc --auto --quiet </dev/null >/dev/null 2>&1 &"],
-                cwd=self.root,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-                env=git_env(),
-                check=False,
-            )
+        spawn_detached_git(self.root, "gc", "--auto", "--quiet")
 
     # ------------------------------------------------------------------ remotes
     def _remote_run(self, remote: str, *args: str) -> subprocess.CompletedProcess[bytes]:

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobstate.errors import GitError, UsageError
+
+if TYPE_CHECKING:
+    import subprocess
 
 # variables that would point git at another repository, index or object store
 REDIRECTING = (
@@ -71,6 +75,8 @@ def run_git(
     check: bool = True,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``git ARGS`` in ``cwd`` without a shell; with ``check``, a failure is a GitError."""
+    import subprocess  # noqa: PLC0415 - start-up: a lock-free retry starts no process (subprocess costs 3 ms)
+
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=git_env(env), check=False)
     except FileNotFoundError:
@@ -84,9 +90,34 @@ def run_git(
 
 def popen_git(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """A long-running git child with pipes for stdin and stdout (``cat-file --batch``)."""
+    import subprocess  # noqa: PLC0415 - start-up: a lock-free retry starts no process
+
     try:
         return subprocess.Popen(
             ["git", *args], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=git_env(env)
         )
     except FileNotFoundError:
         raise UsageError("git is not installed or not on PATH") from None
+
+
+def spawn_detached_git(cwd: Path, *args: str) -> None:
+    """Start ``git ARGS`` detached, its output discarded; a failure to start is ignored.
+
+    Through sh with ``&``: git is nobody's child then, so nothing is left to reap
+    or to wait for, and it holds none of our descriptors (the jobstate lock).
+    """
+    import shlex  # noqa: PLC0415 - start-up: housekeeping after a commit only
+    import subprocess  # noqa: PLC0415 - start-up: a lock-free retry starts no process
+
+    line = " ".join(shlex.quote(a) for a in ("git", *args))
+    with suppress(OSError):  # housekeeping only: the command it follows has already succeeded
+        subprocess.run(
+            ["sh", "-c", f"{line} </dev/null >/dev/null 2>&1 &"],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            env=git_env(),
+            check=False,
+        )
