@@ -10,6 +10,7 @@ with --full, verify, scaling); pass names to run a subset.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -187,6 +188,21 @@ def _run_workers(hosts: list[Path], remote: str, tag: str, calls: int) -> float:
     return time.perf_counter() - start
 
 
+def _bare_push_seconds(bare: Path, probe: Path) -> float:
+    """What git alone takes to push one new commit as jobstate does (a lease on the old tip): the floor
+    under any allocation through a remote, whatever jobstate does before it."""
+    subprocess.run(["git", "clone", "-q", f"file://{bare}", str(probe)], check=True, capture_output=True)
+    git(probe, "config", "gc.auto", "0")
+
+    chain = [git(probe, "rev-parse", "HEAD").strip()]
+    for i in range(10):  # the commits first: only the pushes are timed
+        chain.append(git(probe, "commit-tree", "-p", chain[-1], "-m", f"probe {i}", f"{chain[-1]}^{{tree}}").strip())
+    start = time.perf_counter()
+    for old, new in itertools.pairwise(chain):
+        git(probe, "push", "-q", f"--force-with-lease=refs/heads/main:{old}", "origin", f"{new}:refs/heads/main")
+    return (time.perf_counter() - start) / (len(chain) - 1)
+
+
 def bench_remote() -> None:
     calls = int(os.environ.get("BENCH_REMOTE_CALLS", "20"))
     print(f"== allocate through a shared remote (file://; each clone one process making {calls} new allocations) ==")
@@ -212,6 +228,12 @@ def bench_remote() -> None:
             took = _run_workers(clones[:n], "origin", f"r{n}-", calls)
             rates[n] = n * calls / took
             print(f"{n:>7} {rates[n]:>14.1f} {took / (n * calls) * 1e3:>18.1f} {rates[n] / local_rate:>8.2f}")
+        push = _bare_push_seconds(bare, root / "probe")
+        floor = local / calls + push
+        print(
+            f"a bare git push of one commit alone (no jobstate): {push * 1e3:.1f} ms; so a remote allocation "
+            f"takes at least {floor * 1e3:.1f} ms here: x{local / calls / floor:.2f} of local at best"
+        )
         merges = git(bare, "rev-list", "--merges", "--count", "main").strip()
         print(f"remote history: {git(bare, 'rev-list', '--count', 'main').strip()} commits, {merges} merges")
         target("1 clone through the remote vs local rate", rates[1] / local_rate, 0.5, at_most=False)
