@@ -160,6 +160,16 @@ def _appended(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[lis
     return rest, False
 
 
+def _ledger_added(
+    diff: Diff, eid: str, old: list[dict[str, Any]], new: list[dict[str, Any]], *, kind: str, what: str
+) -> list[dict[str, Any]]:
+    """The entries appended to an append-only ledger; an alarm when an old entry was not kept."""
+    added, kept = _appended(old, new)
+    if not kept:
+        diff.alarms.append({"kind": kind, "episode": eid, "message": f"{what} was changed or removed"})
+    return added
+
+
 def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
     eid = new.episode_id
     if old is not None and old.completed_at is not None and old.episode_id == eid:
@@ -173,11 +183,9 @@ def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
                 }
             )
     _steps(eid, old, new, diff)
-    added, kept = _appended(old.costs if old else [], new.costs)
-    if not kept:
-        diff.alarms.append(
-            {"kind": "cost entry rewritten", "episode": eid, "message": "an existing cost entry was changed or removed"}
-        )
+    added = _ledger_added(
+        diff, eid, old.costs if old else [], new.costs, kind="cost entry rewritten", what="an existing cost entry"
+    )
     for entry in added:
         diff.costs.append(
             {
@@ -189,11 +197,9 @@ def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
                 "remote_ref": entry.get("remote_ref"),
             }
         )
-    decided, kept = _appended(old.decisions if old else [], new.decisions)
-    if not kept:
-        diff.alarms.append(
-            {"kind": "decision rewritten", "episode": eid, "message": "an approval decision was changed or removed"}
-        )
+    decided = _ledger_added(
+        diff, eid, old.decisions if old else [], new.decisions, kind="decision rewritten", what="an approval decision"
+    )
     for d in decided:
         diff.decisions.append(
             {

@@ -8,6 +8,10 @@ When the swap loses, the work tree is put back exactly and the change is
 decided again on the new state, a bounded number of times with jittered
 backoff. A marker written before the branch moves lets the next command finish
 the work tree and the index after a kill.
+
+Longer than most modules on purpose: the lock, the repair of an interrupted change, the remote
+sync, the commit and the undo share one set of markers and one order of steps; split, the order
+that makes a kill at any point repairable would be spread over files.
 """
 
 from __future__ import annotations

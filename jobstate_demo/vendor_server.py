@@ -1,6 +1,9 @@
 """The fake vendor's HTTP server: charges once per ``Idempotency-Key``, keeps its own ledger, injects faults.
 
 Standard library only; amounts are decimal strings, never floats. See jobstate_demo.vendor_sim for the command.
+
+Longer than most modules on purpose: the routes, the ledger and the faults share one lock and one
+state file, which is what makes "charged once per key" true under concurrent requests.
 """
 
 from __future__ import annotations
