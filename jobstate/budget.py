@@ -8,31 +8,13 @@ from __future__ import annotations
 
 import os
 from decimal import Decimal
-from typing import Any
 
 from jobstate.core.budget import Budget, Usage, episode_periods
-from jobstate.core.layout import STATE, SUBMISSIONS, record_path
-from jobstate.core.money import validate_amount, validate_currency
+from jobstate.core.layout import STATE
 from jobstate.core.periods import parse_episode_id
-from jobstate.core.records import AttemptState
 from jobstate.episode_files import cost_entries, submissions
-from jobstate.errors import StateInvalid, UsageError
+from jobstate.errors import UsageError
 from jobstate.store import Store
-
-OPEN = (AttemptState.INTENT, AttemptState.ACCEPTED)
-
-
-def held(attempt: dict[str, Any], source: str) -> tuple[Decimal, str] | None:
-    """The reservation an attempt still holds: (amount, currency), or None once it is settled."""
-    reservation = attempt.get("reservation")
-    if not isinstance(reservation, dict) or attempt.get("state") not in OPEN:
-        return None
-    try:
-        amount = validate_amount(reservation.get("amount"))
-        currency = validate_currency(reservation.get("currency"))
-    except UsageError as exc:
-        raise StateInvalid(f"{source}: reservation of attempt {attempt.get('attempt')}: {exc}") from None
-    return Decimal(amount), currency
 
 
 def _episodes_in(store: Store, period_ids: list[str]) -> list[str]:
@@ -58,9 +40,9 @@ def usage(store: Store, budget: Budget, period_id: str) -> dict[str, Usage]:
             spent[entry["currency"]] = spent.get(entry["currency"], Decimal(0)) + Decimal(entry["amount"])
         for attempts in submissions(store, eid).values():
             for attempt in attempts:
-                hold = held(attempt, record_path(eid, SUBMISSIONS))
-                if hold is not None:
-                    reserved[hold[1]] = reserved.get(hold[1], Decimal(0)) + hold[0]
+                if attempt.open and attempt.reservation is not None:
+                    amount, currency = attempt.reservation
+                    reserved[currency] = reserved.get(currency, Decimal(0)) + Decimal(amount)
     currencies = sorted(set(budget.limits) | set(spent) | set(reserved))
     return {
         c: Usage(

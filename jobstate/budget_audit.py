@@ -4,46 +4,35 @@ budget period whose spend plus open reservations exceeds its cap. Pure over coll
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
-from typing import Any
 
 from jobstate.config import config_from_yaml_dict
+from jobstate.core.attempts import Attempt
 from jobstate.core.budget import Budget, budget_period
-from jobstate.core.money import validate_amount, validate_currency
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
 from jobstate.errors import StateInvalid, UsageError
-from jobstate.facts import Facts, Problem, Reservation
+from jobstate.facts import Facts, Problem
 from jobstate.yamlio import loads
 
-OPEN = (AttemptState.INTENT.value, AttemptState.ACCEPTED.value)
 
-
-def reservation_of(step: str, attempt: dict[str, Any], path: str, problems: list[Problem]) -> Reservation | None:
-    """The reservation an attempt recorded, checked; None when it declared none."""
-    value = attempt.get("reservation")
-    if value is None:
-        return None
-    try:
-        if not isinstance(value, dict):
-            raise UsageError("a reservation must be a mapping of amount and currency")
-        amount, currency = validate_amount(value.get("amount")), validate_currency(value.get("currency"))
-    except UsageError as exc:
-        problems.append(Problem(path, f"step {step!r} attempt {attempt.get('attempt')}: {exc}"))
-        return None
-    state = str(attempt.get("state"))
-    settled = attempt.get("settled")
-    if state == AttemptState.COMPLETED.value and not isinstance(settled, dict):
-        problems.append(Problem(path, f"step {step!r} attempt {attempt.get('attempt')}: completed but not settled"))
-    elif isinstance(settled, dict) and settled.get("overrun") is not None:
+def check_settlement(attempt: Attempt, path: str, problems: list[Problem]) -> None:
+    """A completed attempt that reserved must say what it settled to; an overrun is a warning."""
+    if attempt.reservation is None:
+        return
+    amount, currency = attempt.reservation
+    where = f"step {attempt.step!r} attempt {attempt.number}"
+    settled = attempt.settled
+    if attempt.state == AttemptState.COMPLETED and settled is None:
+        problems.append(Problem(path, f"{where}: completed but not settled"))
+    elif settled is not None and settled.get("overrun") is not None:
         problems.append(
             Problem(
                 path,
-                f"step {step!r} attempt {attempt.get('attempt')} cost {settled.get('spent')} {currency}, "
-                f"{settled.get('overrun')} over its reservation of {amount}",
+                f"{where} cost {settled.get('spent')} {currency}, {settled.get('overrun')} over its reservation "
+                f"of {amount}",
                 "warning",
             )
         )
-    return Reservation(step, int(attempt.get("attempt", 0)), amount, currency, state in OPEN)
 
 
 def check_budgets(config_text: bytes | None, facts: dict[str, Facts], problems: list[Problem]) -> None:
@@ -61,9 +50,10 @@ def check_budgets(config_text: bytes | None, facts: dict[str, Facts], problems: 
             continue
         for _step, amount, currency, _ref in f.costs:
             used[(period, currency)] = used.get((period, currency), Decimal(0)) + Decimal(amount)
-        for r in f.reservations:
-            if r.open:
-                used[(period, r.currency)] = used.get((period, r.currency), Decimal(0)) + Decimal(r.amount)
+        for attempt in f.reservations:
+            if attempt.open and attempt.reservation is not None:
+                amount, currency = attempt.reservation
+                used[(period, currency)] = used.get((period, currency), Decimal(0)) + Decimal(amount)
     for (period, currency), total in sorted(used.items()):
         cap = budget.limits.get(currency)
         if cap is not None and total > Decimal(cap):

@@ -8,13 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from jobstate.core.budget import Budget, budget_period
 from jobstate.core.periods import parse_period
-from jobstate.core.records import AttemptState
 from jobstate.errors import UsageError
 
 if TYPE_CHECKING:
     from jobstate.review_state import StateView
-
-_OPEN = (AttemptState.INTENT.value, AttemptState.ACCEPTED.value)
 
 
 def _amount(value: Any) -> Decimal:
@@ -42,10 +39,9 @@ def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[d
             spent[slot] = spent.get(slot, Decimal(0)) + _amount(entry.get("amount"))
         for attempts in view.steps.values():
             for attempt in attempts:
-                reservation = attempt.get("reservation")
-                if isinstance(reservation, dict) and attempt.get("state") in _OPEN:
-                    slot = (bp, str(reservation.get("currency")))
-                    held[slot] = held.get(slot, Decimal(0)) + _amount(reservation.get("amount"))
+                if attempt.open and attempt.reservation is not None:
+                    slot = (bp, attempt.reservation.currency)
+                    held[slot] = held.get(slot, Decimal(0)) + Decimal(attempt.reservation.amount)
     out = []
     for bp, currency in sorted(set(spent) | set(held)):
         cap = budget.limits.get(currency)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.budget_view import budget_use
+from jobstate.core.attempts import Attempt
+from jobstate.core.records import AttemptState
 from jobstate.facts import compare
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review_state import EpisodeView, StateView, read_state
@@ -92,49 +94,56 @@ def _order(view: EpisodeView) -> tuple[str, int, str]:
     return (view.period_id, view.sequence, view.episode_id)
 
 
-def _attempt_events(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
-    before = None if old is None else old.get("state")
-    state = new.get("state")
+def _attempt_events(old: Attempt | None, new: Attempt) -> list[str]:
+    before = None if old is None else old.state
+    state = new.state
     events: list[str] = []
     if old is None:
-        events.append(f"submitted (idempotency key {new.get('idempotency_key')})")
-    resolution = new.get("resolution")
-    if isinstance(resolution, dict) and (old is None or not old.get("resolution")):
+        events.append(f"submitted (idempotency key {new.idempotency_key})")
+    resolution = new.resolution
+    if resolution is not None and (old is None or not old.resolution):
         events.append(f"resolved as {resolution.get('decision')} by {resolution.get('by')}: {resolution.get('reason')}")
-    if state in ("accepted", "completed") and before in (None, "intent"):
-        events.append(f"accepted as {new.get('remote_ref')}")
-    if state == "completed" and before != "completed":
+    if state in (AttemptState.ACCEPTED, AttemptState.COMPLETED) and before in (None, AttemptState.INTENT):
+        events.append(f"accepted as {new.remote_ref}")
+    if state == AttemptState.COMPLETED and before != AttemptState.COMPLETED:
         events.append("completed")
-    if state == "not-submitted" and before != "not-submitted" and not isinstance(resolution, dict):
+    if state == AttemptState.NOT_SUBMITTED and before != AttemptState.NOT_SUBMITTED and resolution is None:
         events.append(f"not submitted: {new.get('reason')}")
-    if state == "intent":
+    if state == AttemptState.INTENT:
         events.append("UNKNOWN: acceptance not recorded (needs jobstate resolve)")
     return events
 
 
-_ORDER = {"intent": 0, "not-submitted": 1, "accepted": 1, "completed": 2}
+# how far an attempt has come: a later revision may move it forward, never back
+_ORDER = {
+    AttemptState.INTENT: 0,
+    AttemptState.NOT_SUBMITTED: 1,
+    AttemptState.ACCEPTED: 1,
+    AttemptState.COMPLETED: 2,
+    AttemptState.SUPERSEDED: 2,
+}
 
 
 def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
     def first_start(step: str) -> str:
-        attempts = new.steps.get(step) or [{}]
-        return str(attempts[0].get("started_at", ""))
+        attempts = new.steps.get(step)
+        return str(attempts[0].get("started_at") or "") if attempts else ""
 
     for step in sorted(set(new.steps) | set(old.steps if old else {}), key=lambda s: (first_start(s), s)):
-        before = {a.get("attempt"): a for a in (old.steps.get(step, []) if old else [])}
-        after = {a.get("attempt"): a for a in new.steps.get(step, [])}
+        before = {a.number: a for a in (old.steps.get(step, []) if old else [])}
+        after = {a.number: a for a in new.steps.get(step, [])}
         for number, attempt in before.items():
             now = after.get(number)
-            rewritten = now is None or _ORDER.get(str(now.get("state")), 0) < _ORDER.get(str(attempt.get("state")), 0)
-            if not rewritten and now is not None and attempt.get("remote_ref") not in (None, now.get("remote_ref")):
+            rewritten = now is None or _ORDER[now.state] < _ORDER[attempt.state]
+            if not rewritten and now is not None and attempt.remote_ref not in (None, now.remote_ref):
                 rewritten = True
             if rewritten:
-                what = "removed" if now is None else f"went from {attempt.get('state')} to {now.get('state')}"
+                what = "removed" if now is None else f"went from {attempt.state.value} to {now.state.value}"
                 diff.alarms.append(
                     {"kind": "submission rewritten", "episode": eid, "message": f"{step} attempt {number} {what}"}
                 )
         for number, attempt in after.items():
-            if attempt == before.get(number):
+            if number in before and attempt.fields == before[number].fields:
                 continue
             events = _attempt_events(before.get(number), attempt)
             if events:
@@ -143,7 +152,7 @@ def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> N
                         "episode_id": eid,
                         "step": step,
                         "attempt": number,
-                        "state": attempt.get("state"),
+                        "state": attempt.state.value,
                         "events": events,
                     }
                 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from jobstate.core.attempts import Steps, submissions_from_yaml_dict, submissions_to_yaml_dict
 from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, SUBMISSIONS, record_path
 from jobstate.core.money import check_cost_entry
 from jobstate.errors import StateInvalid
@@ -26,15 +27,13 @@ def load_record(store: Store, episode_id: str, name: str, empty: dict[str, Any])
     return data
 
 
-def submissions(store: Store, episode_id: str) -> dict[str, list[dict[str, Any]]]:
-    """Attempts per step, from submissions.yaml. Read-only."""
-    data = load_record(store, episode_id, SUBMISSIONS, {"schema": 1, "steps": {}})
-    steps = data.get("steps")
-    if not isinstance(steps, dict) or not all(
-        isinstance(v, list) and all(isinstance(a, dict) for a in v) for v in steps.values()
-    ):
-        raise StateInvalid(f"{record_path(episode_id, SUBMISSIONS)}: 'steps' must map step names to lists of attempts")
-    return steps
+def submissions(store: Store, episode_id: str) -> Steps:
+    """Attempts per step, from submissions.yaml (a malformed one is StateInvalid, exit 7). Read-only."""
+    rel = record_path(episode_id, SUBMISSIONS)
+    path = store.path(rel)
+    if not path.exists():
+        return {}
+    return submissions_from_yaml_dict(load_file(path, rel), rel)
 
 
 def cost_entries(store: Store, episode_id: str) -> list[dict[str, Any]]:
@@ -84,8 +83,6 @@ def record_change(
     return StateChange(result, files, message)
 
 
-def submissions_change(
-    store: Store, episode_id: str, steps: dict[str, list[dict[str, Any]]], message: str, result: T
-) -> StateChange[T]:
+def submissions_change(store: Store, episode_id: str, steps: Steps, message: str, result: T) -> StateChange[T]:
     """A change that writes the episode's submissions.yaml with ``steps``."""
-    return record_change(store, episode_id, {SUBMISSIONS: {"schema": 1, "steps": steps}}, message, result=result)
+    return record_change(store, episode_id, {SUBMISSIONS: submissions_to_yaml_dict(steps)}, message, result=result)

@@ -29,7 +29,10 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
         return out
     entries = cost_entries(store, eid)
     out["steps"] = {
-        name: {"status": step_status(attempts, running=name in running), "attempts": attempts}
+        name: {
+            "status": step_status(attempts, running=name in running),
+            "attempts": [a.to_yaml_dict() for a in attempts],
+        }
         for name, attempts in sorted(steps.items())
     }
     out["costs"] = entries

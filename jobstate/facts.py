@@ -11,6 +11,7 @@ from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from jobstate.core.attempts import Attempt
 from jobstate.core.money import check_cost_entry, totals
 from jobstate.errors import StateInvalid
 
@@ -38,17 +39,6 @@ class Problem:
         return out
 
 
-@dataclass(frozen=True)
-class Reservation:
-    """A paid step attempt's declared maximum cost; ``open`` while the attempt is unknown or running."""
-
-    step: str
-    attempt: int
-    amount: str
-    currency: str
-    open: bool
-
-
 @dataclass
 class Facts:
     """What one episode records, normalised across the legacy and current layouts."""
@@ -64,7 +54,7 @@ class Facts:
     approval: tuple[str, str, str] | None = None
     completed_at: str | None = None
     unknown_steps: list[str] = field(default_factory=list)
-    reservations: list[Reservation] = field(default_factory=list)
+    reservations: list[Attempt] = field(default_factory=list)  # the attempts that declared a maximum cost
 
 
 def artifact_map(value: Any, path: str, problems: list[Problem]) -> dict[str, tuple[str, int | None]]:
@@ -154,7 +144,9 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
             out["hash"].update(f"sha256:{sha}" for sha, _size in f.artifacts.values())
             out["cost"].update(f.costs)
             out["ref"].update(f.remote_refs)
-            out["reservation"].update((f.episode_id, r.step, r.attempt, r.amount, r.currency) for r in f.reservations)
+            out["reservation"].update(
+                (f.episode_id, a.step, a.number, *a.reservation) for a in f.reservations if a.reservation
+            )
             if f.approval:
                 out["approval"][f.approval] += 1
             if f.completed_at:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.catalog import Catalog
+from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.budget import parse_max_cost
 from jobstate.core.clock import format_time
 from jobstate.core.keys import idempotency_key, mapping_fingerprint
@@ -54,7 +55,7 @@ from jobstate.git.headcheck import committed_files, matches_head
 from jobstate.hashing import sha256_file
 from jobstate.leftovers import put_aside, running_steps
 from jobstate.lock import FileLock
-from jobstate.reservation import CLOSED, check_fingerprint, reserve, settle
+from jobstate.reservation import check_fingerprint, reserve, settle
 from jobstate.store import Store
 from jobstate.transaction import StateChange, sync, transact
 
@@ -117,29 +118,34 @@ def resolve_command(episode_id: str, step: str) -> str:
 class PaidStep:
     """Handle given to the body of ``paid_step``."""
 
-    def __init__(self, store: Store, episode: Episode, step: str, attempt: dict[str, Any]) -> None:
+    def __init__(self, store: Store, episode: Episode, step: str, attempt: Attempt) -> None:
         self.store = store
         self.episode = episode
         self.step = step
         self._attempt = attempt
-        self.resumed = attempt.get("remote_ref") is not None
+        self.resumed = attempt.remote_ref is not None
         self._ordinals: dict[str | None, int] = {}  # charges without a charge_id reported so far, per remote task
 
     @property
     def attempt(self) -> int:
         """The attempt number (1, 2, ...)."""
-        return int(self._attempt["attempt"])
+        return self._attempt.number
 
     @property
     def idempotency_key(self) -> str:
         """Send this to the vendor: the same attempt always sends the same key."""
-        return str(self._attempt["idempotency_key"])
+        key = self._attempt.idempotency_key
+        if key is None:
+            raise StateInvalid(
+                f"{episode_dir(self.episode.episode_id)}/{SUBMISSIONS}: step {self.step} attempt {self.attempt} "
+                "has no idempotency_key"
+            )
+        return key
 
     @property
     def remote_ref(self) -> str | None:
         """The vendor's task reference once accepted (set on resume)."""
-        ref = self._attempt.get("remote_ref")
-        return None if ref is None else str(ref)
+        return self._attempt.remote_ref
 
     @property
     def directory(self) -> Path:
@@ -152,13 +158,13 @@ class PaidStep:
         def decide(_cat: Catalog) -> StateChange[None]:
             steps = submissions(self.store, eid)
             attempts = steps.get(self.step, [])
-            if not attempts or attempts[-1].get("attempt") != self.attempt:
+            if not attempts or attempts[-1].number != self.attempt:
                 raise StateInvalid(f"{episode_dir(eid)}/{SUBMISSIONS}: attempt {self.attempt} of {self.step} vanished")
-            attempts[-1].update(change)
+            attempts[-1] = attempts[-1].updated(**change)
             return submissions_change(self.store, eid, steps, message, None)
 
         transact(self.store, decide)
-        self._attempt.update(change)
+        self._attempt = self._attempt.updated(**change)
 
     def accepted(self, remote_ref: str) -> None:
         """Record and commit at once that the vendor accepted the submission as ``remote_ref``."""
@@ -169,7 +175,7 @@ class PaidStep:
             raise UsageError(f"step {self.step} of {self.episode.episode_id} already has remote task {self.remote_ref}")
         self._update(
             f"accept {self.episode.episode_id} {self.step} attempt {self.attempt}: remote task {ref}",
-            {"state": "accepted", "remote_ref": ref, "accepted_at": self._now()},
+            {"state": AttemptState.ACCEPTED, "remote_ref": ref, "accepted_at": self._now()},
         )
 
     def not_submitted(self, reason: str) -> None:
@@ -178,7 +184,7 @@ class PaidStep:
             raise UsageError(f"step {self.step} was accepted as {self.remote_ref}; it cannot be un-submitted")
         self._update(
             f"not submitted: {self.episode.episode_id} {self.step} attempt {self.attempt}",
-            {"state": "not-submitted", "closed_at": self._now(), "reason": reason[:500]},
+            {"state": AttemptState.NOT_SUBMITTED, "closed_at": self._now(), "reason": reason[:500]},
         )
 
     def cost(
@@ -309,7 +315,7 @@ def paid_step(
     try:
         handle = _begin(store, episode_id, step, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
         yield handle
-        done: dict[str, Any] = {"state": AttemptState.COMPLETED.value, "completed_at": handle._now()}
+        done: dict[str, Any] = {"state": AttemptState.COMPLETED, "completed_at": handle._now()}
         settled = settle(handle._attempt, handle.spent())
         if settled is not None:
             done["settled"] = settled
@@ -342,29 +348,27 @@ def _begin(
         steps = submissions(store, episode_id)
         attempts = steps.setdefault(step, [])
         last = attempts[-1] if attempts else None
-        state = None if last is None else last.get("state")
         check_fingerprint(episode_id, step, last, fingerprint)  # before "completed": never silent
-        if last is not None and state == "completed":
+        if last is not None and last.state == AttemptState.COMPLETED:
             raise StepAlreadyCompleted(
-                f"step {step} of {episode_id} already completed (remote task {last.get('remote_ref')}); nothing run"
+                f"step {step} of {episode_id} already completed (remote task {last.remote_ref}); nothing run"
             )
-        if last is not None and state == "intent":
+        if last is not None and last.state == AttemptState.INTENT:
             raise SubmissionUnknown(
-                f"step {step} of {episode_id} attempt {last.get('attempt')} (idempotency key "
-                f"{last.get('idempotency_key')}) was started on host {last.get('host', '?')} (pid "
-                f"{last.get('pid', '?')}) at {last.get('started_at')} and its acceptance is not recorded: "
+                f"step {step} of {episode_id} attempt {last.number} (idempotency key "
+                f"{last.idempotency_key}) was started on host {last.get('host') or '?'} (pid "
+                f"{last.get('pid') or '?'}) at {last.get('started_at')} and its acceptance is not recorded: "
                 "if that run is still going, wait for it; otherwise check with the vendor, then run: "
                 f"{resolve_command(episode_id, step)}",
-                int(last["attempt"]) if isinstance(last.get("attempt"), int) else None,
+                last.number,
             )
-        if last is not None and state == "accepted":
+        if last is not None and last.state == AttemptState.ACCEPTED:
             return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))
-        if state is not None and state not in CLOSED:
-            raise StateInvalid(f"{episode_dir(episode_id)}/{SUBMISSIONS}: unknown state {state!r} for step {step}")
+        # what is left: no attempt yet, or a closed one (not submitted, superseded): a new attempt may start
         notices: list[str] = []
         reservation = reserve(store, episode, step, max_cost, notices)  # exit 8 before the intent is written
-        number = 1 if last is None else int(last["attempt"]) + 1
-        attempt: dict[str, Any] = {
+        number = 1 if last is None else last.number + 1
+        fields: dict[str, Any] = {
             "attempt": number,
             "idempotency_key": idempotency_key(episode_id, episode.allocation_key, step, number),
             "state": AttemptState.INTENT.value,
@@ -373,9 +377,10 @@ def _begin(
             "pid": os.getpid(),
         }
         if fingerprint is not None:
-            attempt["fingerprint"] = fingerprint
+            fields["fingerprint"] = fingerprint
         if reservation is not None:
-            attempt["reservation"] = reservation
+            fields["reservation"] = reservation
+        attempt = attempt_from_yaml_dict(fields, f"{episode_dir(episode_id)}/{SUBMISSIONS}", step)
         attempts.append(attempt)
         held = f"; reserved {reservation['amount']} {reservation['currency']}" if reservation else ""
         handle = PaidStep(store, episode, step, attempt)

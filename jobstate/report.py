@@ -14,6 +14,7 @@ from typing import Any
 
 from jobstate.budget_view import budget_use
 from jobstate.core.periods import parse_period
+from jobstate.core.records import AttemptState
 from jobstate.core.status import STATUSES
 from jobstate.errors import UsageError
 from jobstate.review_state import StateView, read_state
@@ -101,15 +102,15 @@ def build_report(state: StateView, since: str | None = None, until: str | None =
             _add(totals, currency, entry.get("amount"))
             _add(by_step.setdefault(str(entry.get("step")), {}), currency, entry.get("amount"))
         for step, attempts in sorted(v.steps.items()):
-            if attempts and attempts[-1].get("state") == "intent":
+            if attempts and attempts[-1].state == AttemptState.INTENT:
                 last = attempts[-1]
                 out.unknown.append(
                     {
                         "episode_id": v.episode_id,
                         "step": step,
-                        "attempt": last.get("attempt"),
+                        "attempt": last.number,
                         "started_at": last.get("started_at"),
-                        "idempotency_key": last.get("idempotency_key"),
+                        "idempotency_key": last.idempotency_key,
                         "resolve": f"jobstate resolve --episode {v.episode_id} --step {step} "
                         "(--accepted REMOTE_REF | --not-submitted) --by NAME --reason TEXT",
                     }

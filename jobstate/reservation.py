@@ -4,9 +4,9 @@ the request fingerprint. Settled when the attempt ends."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from jobstate.budget import usage
+from jobstate.core.attempts import Attempt
 from jobstate.core.budget import budget_period, check_reservation, crosses_warning, episode_periods, parse_max_cost
 from jobstate.core.layout import CONFIG_FILE, COSTS, STATE, SUBMISSIONS
 from jobstate.core.periods import parse_period
@@ -23,16 +23,16 @@ _SAID: dict[str, str] = {
 }
 
 
-def check_fingerprint(episode_id: str, step: str, last: dict[str, Any] | None, fingerprint: str | None) -> None:
+def check_fingerprint(episode_id: str, step: str, last: Attempt | None, fingerprint: str | None) -> None:
     """Refuse (exit 4) a request that differs from the one the step's open or finished attempt recorded."""
-    if last is None or fingerprint is None or last.get("state") in CLOSED:
+    if last is None or fingerprint is None or last.state in CLOSED:
         return
-    recorded = last.get("fingerprint")
+    recorded = last.fingerprint
     if recorded is None or recorded == fingerprint:
         return
-    said = _SAID.get(str(last.get("state")), str(last.get("state")))
+    said = _SAID.get(last.state, last.state.value)
     raise FingerprintMismatch(
-        f"step {step} of {episode_id} attempt {last.get('attempt')} is {said} for request {recorded}, "
+        f"step {step} of {episode_id} attempt {last.number} is {said} for request {recorded}, "
         f"but this run's request is {fingerprint}: nothing was run; run the recorded request again, or open a "
         f"new attempt for the changed one with: jobstate resolve --episode {episode_id} --step {step} "
         "--supersede --by NAME --reason TEXT"
@@ -87,14 +87,13 @@ def _refuse_uncommitted_inputs(store: Store, periods: list[str]) -> None:
             )
 
 
-def settle(attempt: dict[str, Any], spent: dict[str, Decimal]) -> dict[str, str] | None:
+def settle(attempt: Attempt, spent: dict[str, Decimal]) -> dict[str, str] | None:
     """What the attempt's reservation settled to, per the currency it reserved; charges in other
     currencies are named as unreserved. None when it reserved nothing."""
-    reservation = attempt.get("reservation")
-    if not isinstance(reservation, dict):
+    if attempt.reservation is None:
         return None
-    currency = str(reservation["currency"])
-    reserved = Decimal(str(reservation["amount"]))
+    currency = attempt.reservation.currency
+    reserved = Decimal(attempt.reservation.amount)
     used = spent.get(currency, Decimal(0))
     out = {"spent": format(used, "f"), "reserved": format(reserved, "f")}
     if used > reserved:

@@ -9,9 +9,9 @@ run does. Run again with the same decision, it records nothing new (AlreadyRecor
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from jobstate.catalog import Catalog
+from jobstate.core.attempts import Attempt
 from jobstate.core.clock import format_time
 from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
@@ -24,21 +24,21 @@ from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
 
 
-def _refuse_settled(episode_id: str, step: str, last: dict[str, Any], ref: str | None) -> None:
-    state = last.get("state")
-    resolution = last.get("resolution")
-    if isinstance(resolution, dict):
+def _refuse_settled(episode_id: str, step: str, last: Attempt, ref: str | None) -> None:
+    state = last.state
+    resolution = last.resolution
+    if resolution is not None:
         asked = "accepted" if ref else "not-submitted"
-        same = resolution.get("decision") == asked and (ref is None or last.get("remote_ref") == ref)
-        what = f"accepted as {last.get('remote_ref')}" if resolution.get("decision") == "accepted" else asked
+        same = resolution.get("decision") == asked and (ref is None or last.remote_ref == ref)
+        what = f"accepted as {last.remote_ref}" if resolution.get("decision") == "accepted" else asked
         if same:
             # the same decision re-run (e.g. after a kill that landed): record nothing new
             raise AlreadyRecorded(
-                f"step {step} of {episode_id} attempt {last.get('attempt')} was already resolved as {what} "
+                f"step {step} of {episode_id} attempt {last.number} was already resolved as {what} "
                 f"by {resolution.get('by')} at {resolution.get('at')}; nothing new recorded"
             )
         raise UsageError(
-            f"step {step} of {episode_id} attempt {last.get('attempt')} was already resolved as {what} by "
+            f"step {step} of {episode_id} attempt {last.number} was already resolved as {what} by "
             f"{resolution.get('by')} at {resolution.get('at')} (it is now {state}); nothing to resolve"
         )
     raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
@@ -81,22 +81,24 @@ def resolve(
         attempts = steps.get(step) or []
         if not attempts:
             raise UsageError(f"step {step} of {episode_id} was never started; nothing to resolve")
-        if attempts[-1].get("state") != AttemptState.INTENT:
-            _refuse_settled(episode_id, step, attempts[-1], ref)
         last = attempts[-1]
+        if last.state != AttemptState.INTENT:
+            _refuse_settled(episode_id, step, last, ref)
         now = format_time(store.now())
         decision = {"decision": "accepted" if ref else "not-submitted", "by": by, "at": now, "reason": reason}
         if ref:
-            last.update(state="accepted", remote_ref=ref, accepted_at=now, resolution=decision)
+            attempts[-1] = last.updated(
+                state=AttemptState.ACCEPTED, remote_ref=ref, accepted_at=now, resolution=decision
+            )
             outcome = f"step {step} will resume remote task {ref}"
         else:
-            last.update(state="not-submitted", closed_at=now, resolution=decision)
-            outcome = f"step {step} will start attempt {int(last['attempt']) + 1} with a new idempotency key"
+            attempts[-1] = last.updated(state=AttemptState.NOT_SUBMITTED, closed_at=now, resolution=decision)
+            outcome = f"step {step} will start attempt {last.number + 1} with a new idempotency key"
         return submissions_change(
             store,
             episode_id,
             steps,
-            f"resolve {episode_id} {step} attempt {last['attempt']}: {decision['decision']} by {by}\n\n{reason}",
+            f"resolve {episode_id} {step} attempt {last.number}: {decision['decision']} by {by}\n\n{reason}",
             outcome,
         )
 
@@ -110,30 +112,29 @@ def _supersede(store: Store, episode_id: str, step: str, *, by: str, reason: str
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
         last = attempts[-1] if attempts else None
-        state = None if last is None else last.get("state")
-        if last is None or state in CLOSED:
+        if last is None or last.state in CLOSED:
             raise UsageError(f"step {step} of {episode_id} has no attempt to supersede; just run it")
-        if state == AttemptState.ACCEPTED:
+        if last.state == AttemptState.ACCEPTED:
             # its vendor task may still charge: its reservation must stay until it is collected
             raise UsageError(
-                f"step {step} of {episode_id} attempt {last.get('attempt')} is accepted as {last.get('remote_ref')} "
+                f"step {step} of {episode_id} attempt {last.number} is accepted as {last.remote_ref} "
                 "and may still be charged: collect it first by running the recorded request again (it resumes the "
                 "task, never resubmits), then supersede the completed attempt"
             )
-        if state == AttemptState.INTENT:
+        if last.state == AttemptState.INTENT:
             raise SubmissionUnknown(
                 f"step {step} of {episode_id} is unknown: settle it first ({resolve_command(episode_id, step)}), "
                 "then supersede it if the request changed"
             )
         now = format_time(store.now())
-        decision = {"decision": "superseded", "was": state, "by": by, "at": now, "reason": reason}
-        last.update(state=AttemptState.SUPERSEDED.value, closed_at=now, resolution=decision)
+        decision = {"decision": "superseded", "was": last.state.value, "by": by, "at": now, "reason": reason}
+        attempts[-1] = last.updated(state=AttemptState.SUPERSEDED, closed_at=now, resolution=decision)
         return submissions_change(
             store,
             episode_id,
             steps,
-            f"supersede {episode_id} {step} attempt {last['attempt']} ({state}) by {by}\n\n{reason}",
-            f"step {step} will start attempt {int(last['attempt']) + 1} for the changed request",
+            f"supersede {episode_id} {step} attempt {last.number} ({last.state.value}) by {by}\n\n{reason}",
+            f"step {step} will start attempt {last.number + 1} for the changed request",
         )
 
     return transact(store, decide)

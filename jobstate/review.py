@@ -64,7 +64,7 @@ def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
             f"cannot {action} {episode_id}: step {', '.join(sorted(busy))} is running now; wait for it to finish"
         )
     for step, attempts in steps.items():
-        state = attempts[-1].get("state") if attempts else None
+        state = attempts[-1].state if attempts else None
         if state == AttemptState.INTENT:
             raise SubmissionUnknown(
                 f"cannot {action} {episode_id}: step {step} is unknown; run: {resolve_command(episode_id, step)}"
@@ -72,7 +72,7 @@ def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
         if state == AttemptState.ACCEPTED:
             raise UsageError(
                 f"cannot {action} {episode_id}: step {step} is still running at the vendor "
-                f"({attempts[-1].get('remote_ref')}); run the step again to collect it"
+                f"({attempts[-1].remote_ref}); run the step again to collect it"
             )
 
 
@@ -91,7 +91,7 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
                 f"episode {episode_id} is not approved; approve it first: "
                 f"jobstate approve --episode {episode_id} --by NAME"
             )
-        refs = {str(a["remote_ref"]) for s in submissions(store, episode_id).values() for a in s if a.get("remote_ref")}
+        refs = {a.remote_ref for s in submissions(store, episode_id).values() for a in s if a.remote_ref}
         record = {
             **episode.to_yaml_dict(),
             "status": "completed",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.config import config_from_yaml_dict
+from jobstate.core.attempts import Steps, submissions_from_yaml_dict
 from jobstate.core.budget import Budget
 from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
 from jobstate.core.periods import parse_episode_id, parse_period
@@ -57,7 +58,7 @@ class EpisodeView:
     allocation_key: str | None = None
     allocated_at: str | None = None
     legacy: bool = False
-    steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    steps: Steps = field(default_factory=dict)
     costs: list[dict[str, Any]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
@@ -111,7 +112,7 @@ def _list_of_dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
-def _fill(view: EpisodeView, name: str, data: Any) -> None:
+def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list[str]) -> None:
     if name == "episode.yaml":
         if not isinstance(data, dict):
             raise StateInvalid("expected a mapping of episode fields")
@@ -130,9 +131,9 @@ def _fill(view: EpisodeView, name: str, data: Any) -> None:
         if isinstance(arts, dict):
             view.artifacts.update({str(k): str(v).removeprefix("sha256:") for k, v in arts.items()})
     elif name == "submissions.yaml":
-        steps = _mapping(data, "steps")
-        if isinstance(steps, dict):
-            view.steps = {str(k): _list_of_dicts(v) for k, v in steps.items()}
+        found: list[str] = []  # a malformed attempt is listed and left out; the rest are reviewed
+        view.steps = submissions_from_yaml_dict(data, source, found)
+        unreadable += [f"{source}: {problem}" for problem in found]
     elif name == "costs.yaml":
         view.costs = [c for c in view.costs if c.get("legacy")] + _list_of_dicts(_mapping(data, "entries"))
     elif name == "approval.yaml":
@@ -195,7 +196,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None) -> StateVi
                                 raise StateInvalid("expected a mapping")
                             view.episodes[name].history = data
                         else:
-                            _fill(view.episodes[name], leaf, data)
+                            _fill(view.episodes[name], leaf, data, p, view.unreadable)
                     except StateInvalid as exc:
                         view.unreadable.append(f"{p}: {str(exc).removeprefix(p + ': ')}")
                 ticker.add(len(chunk))

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobstate.budget_audit import check_budgets, reservation_of
+from jobstate.budget_audit import check_budgets, check_settlement
 from jobstate.config import config_from_yaml_dict
+from jobstate.core.attempts import submissions_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
@@ -256,23 +257,21 @@ def _config_text(snap: Snapshot) -> bytes | None:
 
 
 def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    steps = data.get("steps")
-    if not isinstance(steps, dict):
-        problems.append(Problem(path, "'steps' must map step names to lists of attempts"))
+    found: list[str] = []
+    try:
+        steps = submissions_from_yaml_dict(data, path, found)
+    except StateInvalid as exc:
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
         return
+    problems += [Problem(path, message) for message in found]
     for step, attempts in steps.items():
-        if not isinstance(attempts, list) or not all(isinstance(a, dict) for a in attempts):
-            problems.append(Problem(path, f"step {step!r}: attempts must be a list of mappings"))
-            continue
         for attempt in attempts:
-            if attempt.get("state") not in {state.value for state in AttemptState}:
-                problems.append(Problem(path, f"step {step!r}: unknown state {attempt.get('state')!r}"))
-            if attempt.get("remote_ref"):
-                f.remote_refs.append(str(attempt["remote_ref"]))
-            reservation = reservation_of(str(step), attempt, path, problems)
-            if reservation is not None:
-                f.reservations.append(reservation)
-        if attempts and attempts[-1].get("state") == AttemptState.INTENT:
+            if attempt.remote_ref:
+                f.remote_refs.append(attempt.remote_ref)
+            check_settlement(attempt, path, problems)
+            if attempt.reservation is not None:
+                f.reservations.append(attempt)
+        if attempts and attempts[-1].state == AttemptState.INTENT:
             f.unknown_steps.append(str(step))
             problems.append(
                 Problem(

@@ -106,9 +106,9 @@ def test_happy_path_records_intent_ref_cost_artifact(
         step.cost("12.40", "USD")
         step.artifact("final.mp4")
     subs = submissions(store, episode)["generate"]
-    assert [a["state"] for a in subs] == ["completed"]
-    assert subs[0]["idempotency_key"] == key
-    assert subs[0]["remote_ref"] == "task-1"
+    assert [a.state for a in subs] == ["completed"]
+    assert subs[0].idempotency_key == key
+    assert subs[0].remote_ref == "task-1"
     assert cost_entries(store, episode)[0]["amount"] == "12.40"
     assert status(repo) == ""
     log = git(repo, "log", "--format=%s")
@@ -129,8 +129,8 @@ def test_idempotency_key_is_deterministic_per_attempt(store: Store, episode: str
         assert step.idempotency_key != first
         raise RuntimeError("again")
     subs = submissions(store, episode)["generate"]
-    assert subs[0]["idempotency_key"] == first
-    assert [a["state"] for a in subs] == ["not-submitted", "intent"]
+    assert subs[0].idempotency_key == first
+    assert [a.state for a in subs] == ["not-submitted", "intent"]
 
 
 def test_body_raising_after_accept_keeps_ref_and_next_run_resumes(
@@ -214,8 +214,9 @@ def test_sigkill_between_intent_and_accept_then_resolve_charges_once(
     assert len(vendor.charges()) == 1
     with Store(repo) as store:
         subs = submissions(store, episode)["generate"]
-        assert subs[-1]["state"] == "completed"
-        assert subs[0]["resolution"]["by"] == "ops"
+        assert subs[-1].state == "completed"
+        assert subs[0].resolution is not None
+        assert subs[0].resolution["by"] == "ops"
         assert [e["amount"] for e in cost_entries(store, episode)] == ["12.40"]
     assert status(repo) == ""
 
@@ -361,7 +362,7 @@ def test_resolve_requires_an_unknown_step_and_who_and_why(store: Store, episode:
 def test_fixed_clock_is_used_for_records(store: Store, episode: str) -> None:
     with paid_step(store, episode, "generate") as step:
         step.accepted("t-9")
-    assert submissions(store, episode)["generate"][0]["accepted_at"] == FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert submissions(store, episode)["generate"][0].get("accepted_at") == FIXED.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_artifact_through_a_symlinked_directory_or_into_dot_git_is_refused(store: Store, repo: Path) -> None:

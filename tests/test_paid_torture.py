@@ -25,7 +25,7 @@ KILLS = int(os.environ.get("JOBSTATE_TEST_PAID_KILLS", "200"))
 
 def _open_key(repo: Path, eid: str) -> str:
     with Store(repo) as store:
-        return str(submissions(store, eid)["generate"][-1]["idempotency_key"])
+        return str(submissions(store, eid)["generate"][-1].idempotency_key)
 
 
 def _resolve_honestly(repo: Path, eid: str, vendor: VendorSimulator) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.core.status import episode_status
 from jobstate.main import main
 
 from .conftest import git
@@ -144,23 +143,6 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
     assert len(err.strip().splitlines()) == 1
     assert out == ""
     assert tree_state(history) == before
-
-
-def test_episode_status_follows_the_records() -> None:
-    intent = {"attempt": 1, "state": "intent"}
-    accepted = {"attempt": 1, "state": "accepted", "remote_ref": "t"}
-    done = {"attempt": 1, "state": "completed", "remote_ref": "t"}
-    approved, rejected = {"status": "approved"}, {"status": "rejected"}
-    assert episode_status(steps={}, approval=None, completed=False) == "allocated"
-    assert episode_status(steps={"generate": [intent]}, approval=None, completed=False) == "unknown"
-    assert (
-        episode_status(steps={"generate": [done], "rework": [intent]}, approval=rejected, completed=False) == "unknown"
-    )
-    assert episode_status(steps={"generate": [accepted]}, approval=None, completed=False) == "running"
-    assert episode_status(steps={"generate": [done]}, approval=None, completed=False) == "running"
-    assert episode_status(steps={"generate": [done]}, approval=rejected, completed=False) == "rejected"
-    assert episode_status(steps={"generate": [done]}, approval=approved, completed=False) == "approved"
-    assert episode_status(steps={"generate": [done]}, approval=approved, completed=True) == "completed"
 
 
 def test_demo_ends_with_the_diff_of_its_week_and_a_report(tmp_path: Path) -> None:

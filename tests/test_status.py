@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.status import STATUSES, episode_status
 from jobstate.main import main
 
@@ -20,8 +21,8 @@ from .snapshots import tree_state
 EID = "2026-W32-0"
 
 
-def _attempt(state: str) -> dict[str, Any]:
-    return {"attempt": 1, "state": state}
+def _attempt(state: str) -> Attempt:
+    return attempt_from_yaml_dict({"attempt": 1, "state": state}, "submissions.yaml", "gen")
 
 
 @pytest.mark.parametrize(
@@ -41,7 +42,7 @@ def _attempt(state: str) -> dict[str, Any]:
     ],
 )
 def test_episode_status_is_derived_from_the_records(
-    steps: dict[str, list[dict[str, Any]]],
+    steps: dict[str, list[Attempt]],
     approval: dict[str, Any] | None,
     completed: bool,
     running: tuple[str, ...],

@@ -17,26 +17,32 @@ order of what matters most to whoever asks:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from jobstate.core.records import AttemptState
+
+if TYPE_CHECKING:
+    from jobstate.core.attempts import Attempt
 
 STATUSES = ("allocated", "running", "unknown", "approved", "rejected", "completed")
 
 
-def step_status(attempts: Sequence[Mapping[str, Any]], *, running: bool) -> str:
-    """One step's state from its attempts: never-started, running, unknown, accepted, completed or not-submitted."""
+def step_status(attempts: Sequence[Attempt], *, running: bool) -> str:
+    """One step's state from its attempts: never-started, running, unknown, accepted, completed,
+    not-submitted or superseded."""
     if not attempts:
         return "running" if running else "never-started"
-    state = str(attempts[-1].get("state"))
-    if state == "intent":
+    state = attempts[-1].state
+    if state == AttemptState.INTENT:
         return "running" if running else "unknown"
-    if state == "accepted" and running:
+    if state == AttemptState.ACCEPTED and running:
         return "running"
-    return state
+    return state.value
 
 
 def episode_status(
     *,
-    steps: Mapping[str, Sequence[Mapping[str, Any]]],
+    steps: Mapping[str, Sequence[Attempt]],
     approval: Mapping[str, Any] | None,
     completed: bool,
     running: Collection[str] = (),

@@ -1,0 +1,149 @@
+"""``submissions.yaml``: the attempts of each paid step, typed. One reader, one writer. Pure.
+
+Every reader of the file goes through ``submissions_from_yaml_dict``: the paid-step commands
+(which refuse a malformed file, exit 7), ``verify`` (which reports each bad attempt as a problem
+and goes on) and ``diff``/``report`` (which list the file as unreadable). An attempt keeps the
+mapping it was read from, unknown fields included, so writing it back changes only what a
+command changed.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from jobstate.core.money import validate_amount, validate_currency
+from jobstate.core.records import AttemptState
+from jobstate.errors import StateInvalid, UsageError
+
+SCHEMA = 1
+STATES = frozenset(state.value for state in AttemptState)
+OPEN = frozenset({AttemptState.INTENT, AttemptState.ACCEPTED})  # may still be charged: holds its reservation
+
+Steps = dict[str, list["Attempt"]]
+
+
+class Reservation(NamedTuple):
+    """The maximum cost an attempt declared: a decimal string and a currency code."""
+
+    amount: str
+    currency: str
+
+
+class Attempt(NamedTuple):
+    """One attempt of a paid step. Build it with ``attempt_from_yaml_dict``; change it with ``updated``."""
+
+    step: str
+    number: int  # ``attempt:`` 1, 2, ...
+    state: AttemptState
+    idempotency_key: str | None
+    remote_ref: str | None
+    fingerprint: str | None
+    reservation: Reservation | None
+    settled: Mapping[str, Any] | None  # spent, reserved, overrun, unreserved: written at completion
+    resolution: Mapping[str, Any] | None  # an operator's decision: decision, by, at, reason
+    fields: Mapping[str, Any]  # the mapping as stored, in its order; the writer writes exactly this
+
+    @property
+    def open(self) -> bool:
+        """Intent or accepted: the vendor may still charge it, so its reservation is held."""
+        return self.state in OPEN
+
+    def get(self, name: str) -> Any:
+        """A field the record keeps for people (host, pid, started_at, ...), or None."""
+        return self.fields.get(name)
+
+    def updated(self, **changes: Any) -> Attempt:
+        """This attempt with ``changes`` merged into its fields (checked again, as a reader would)."""
+        plain = {k: v.value if isinstance(v, AttemptState) else v for k, v in changes.items()}
+        return attempt_from_yaml_dict({**self.fields, **plain}, f"attempt {self.number} of {self.step}", self.step)
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """The mapping submissions.yaml holds for this attempt."""
+        return dict(self.fields)
+
+
+def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
+    """Check one attempt of ``step``; anything malformed is StateInvalid naming ``source``."""
+    where = f"{source}: step {step!r}"
+    if not isinstance(data, dict):
+        raise StateInvalid(f"{where}: an attempt must be a mapping, found {reprlib.repr(data)}")
+    state = data.get("state")
+    if state not in STATES:
+        raise StateInvalid(f"{where}: unknown state {state!r} (known: {', '.join(sorted(STATES))})")
+    number = data.get("attempt")
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise StateInvalid(f"{where}: attempt must be a whole number from 1, found {reprlib.repr(number)}")
+    where = f"{where} attempt {number}"
+    texts = {}
+    for name in ("idempotency_key", "remote_ref", "fingerprint"):
+        value = data.get(name)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise StateInvalid(f"{where}: {name} must be text, found {reprlib.repr(value)}")
+        texts[name] = value
+    mappings = {}
+    for name in ("settled", "resolution"):
+        value = data.get(name)
+        if value is not None and not isinstance(value, dict):
+            raise StateInvalid(f"{where}: {name} must be a mapping, found {reprlib.repr(value)}")
+        mappings[name] = value
+    return Attempt(
+        step=step,
+        number=number,
+        state=AttemptState(state),
+        idempotency_key=texts["idempotency_key"],
+        remote_ref=texts["remote_ref"],
+        fingerprint=texts["fingerprint"],
+        reservation=_reservation(data.get("reservation"), where),
+        settled=mappings["settled"],
+        resolution=mappings["resolution"],
+        fields=dict(data),
+    )
+
+
+def _reservation(value: Any, where: str) -> Reservation | None:
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, dict):
+            raise UsageError("a reservation must be a mapping of amount and currency")
+        return Reservation(validate_amount(value.get("amount")), validate_currency(value.get("currency")))
+    except UsageError as exc:
+        raise StateInvalid(f"{where}: reservation: {exc}") from None
+
+
+def submissions_from_yaml_dict(data: Any, source: str, problems: list[str] | None = None) -> Steps:
+    """Check a loaded submissions.yaml: attempts per step, in order.
+
+    Without ``problems`` the first malformed part raises StateInvalid. With it (verify), each
+    malformed step or attempt is described there, without ``source``, and left out.
+    """
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise StateInvalid(f"{source}: expected a mapping with schema: {SCHEMA}")
+    steps = data.get("steps", {})
+    if not isinstance(steps, dict):
+        raise StateInvalid(f"{source}: 'steps' must map step names to lists of attempts")
+    out: Steps = {}
+    for step, attempts in steps.items():
+        if not isinstance(attempts, list):
+            _report(StateInvalid(f"{source}: step {step!r}: attempts must be a list of mappings"), source, problems)
+            continue
+        out[str(step)] = []
+        for attempt in attempts:
+            try:
+                out[str(step)].append(attempt_from_yaml_dict(attempt, source, str(step)))
+            except StateInvalid as exc:
+                _report(exc, source, problems)
+    return out
+
+
+def _report(exc: StateInvalid, source: str, problems: list[str] | None) -> None:
+    if problems is None:
+        raise exc
+    problems.append(str(exc).removeprefix(f"{source}: "))
+
+
+def submissions_to_yaml_dict(steps: Mapping[str, list[Attempt]]) -> dict[str, Any]:
+    """The whole file for ``steps``."""
+    return {"schema": SCHEMA, "steps": {name: [a.to_yaml_dict() for a in attempts] for name, attempts in steps.items()}}
