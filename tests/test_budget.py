@@ -214,10 +214,16 @@ def test_supersede_opens_a_new_attempt_for_the_changed_request(store: Store, rep
     assert proc.returncode == 4
     assert "--supersede" in proc.stderr
     args = ["resolve", "--episode", eid, "--step", "generate", "--supersede", "--by", "ops", "--reason", "4 USD now"]
+    before = git(repo, "rev-parse", "HEAD").strip()
     assert run_cli(*args, cwd=repo).returncode == 0
     assert run_cli("run", "--episode", eid, "--step", "generate", *changed, cwd=repo).returncode == 0
     assert _ran(tmp_path) == [eid, eid]
     assert "superseded" in (repo / "state" / eid / "submissions.yaml").read_text()
+    # a reviewer sees an operator's decision, not a rewritten submission
+    diff = json.loads(run_cli("diff", before, "--format", "json", cwd=repo).stdout)
+    assert diff["alarms"] == []
+    assert "resolved as superseded by ops: 4 USD now" in diff["steps"][0]["events"]
+    assert [(s["attempt"], s["state"]) for s in diff["steps"]] == [(1, "superseded"), (2, "completed")]
 
 
 def test_verify_reports_overruns_and_a_budget_exceeded_by_hand_and_against_keeps_reservations(
