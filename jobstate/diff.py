@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jobstate.budget_view import budget_use
 from jobstate.core.attempts import Attempt
@@ -20,6 +20,8 @@ from jobstate.facts import compare
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review_state import EpisodeView, StateView, read_state
 from jobstate.verify import collect
+
+E = TypeVar("E")  # an entry of an append-only ledger
 
 
 @dataclass
@@ -158,7 +160,7 @@ def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> N
                 )
 
 
-def _appended(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
+def _appended(old: list[E], new: list[E]) -> tuple[list[E], bool]:
     """The entries added to an append-only list, and whether the old entries were kept as they were."""
     if new[: len(old)] == old:
         return new[len(old) :], True
@@ -169,9 +171,7 @@ def _appended(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> tuple[lis
     return rest, False
 
 
-def _ledger_added(
-    diff: Diff, eid: str, old: list[dict[str, Any]], new: list[dict[str, Any]], *, kind: str, what: str
-) -> list[dict[str, Any]]:
+def _ledger_added(diff: Diff, eid: str, old: list[E], new: list[E], *, kind: str, what: str) -> list[E]:
     """The entries appended to an append-only ledger; an alarm when an old entry was not kept."""
     added, kept = _appended(old, new)
     if not kept:
@@ -213,10 +213,10 @@ def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
         diff.decisions.append(
             {
                 "episode_id": eid,
-                "status": d.get("status"),
-                "by": d.get("by"),
-                "at": d.get("at"),
-                "reason": d.get("reason"),
+                "status": d.status,
+                "by": d.by,
+                "at": d.at,
+                "reason": d.reason,
             }
         )
     if new.completed_at is not None and (old is None or old.completed_at is None):

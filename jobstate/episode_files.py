@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from jobstate.core.approvals import Decision, approvals_from_yaml_dict
+from jobstate.core.artifacts import Artifact, artifacts_from_yaml_dict
 from jobstate.core.attempts import Steps, submissions_from_yaml_dict, submissions_to_yaml_dict
 from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, SUBMISSIONS, record_path
 from jobstate.core.money import check_cost_entry
@@ -46,22 +48,24 @@ def cost_entries(store: Store, episode_id: str) -> list[dict[str, Any]]:
     return [check_cost_entry(e, rel) for e in entries]
 
 
-def artifacts(store: Store, episode_id: str) -> dict[str, dict[str, Any]]:
-    """Recorded artifacts: relative path -> {sha256, size, step}. Read-only."""
-    data = load_record(store, episode_id, ARTIFACTS, {"schema": 1, "artifacts": {}})
-    found = data.get("artifacts")
-    if not isinstance(found, dict):
-        raise StateInvalid(f"{record_path(episode_id, ARTIFACTS)}: 'artifacts' must be a mapping")
-    return found
+def artifacts(store: Store, episode_id: str) -> dict[str, Artifact]:
+    """Recorded artifacts by path relative to the episode directory. Read-only."""
+    rel = record_path(episode_id, ARTIFACTS)
+    path = store.path(rel)
+    return artifacts_from_yaml_dict(load_file(path, rel), rel) if path.exists() else {}
 
 
-def approval(store: Store, episode_id: str) -> dict[str, Any] | None:
-    """The latest approval decision, or None. Read-only."""
-    data = load_record(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
-    decisions = data.get("decisions")
-    if not isinstance(decisions, list):
-        raise StateInvalid(f"{record_path(episode_id, APPROVAL)}: 'decisions' must be a list")
-    return decisions[-1] if decisions else None
+def decisions(store: Store, episode_id: str) -> list[Decision]:
+    """The review decisions, oldest first. Read-only."""
+    rel = record_path(episode_id, APPROVAL)
+    path = store.path(rel)
+    return approvals_from_yaml_dict(load_file(path, rel), rel) if path.exists() else []
+
+
+def approval(store: Store, episode_id: str) -> Decision | None:
+    """The latest review decision, or None. Read-only."""
+    found = decisions(store, episode_id)
+    return found[-1] if found else None
 
 
 def record_change(

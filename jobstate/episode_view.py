@@ -37,8 +37,8 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
     }
     out["costs"] = entries
     out["cost_totals"] = totals(entries)
-    out["artifacts"] = artifacts(store, eid)
-    out["approval"] = decision
+    out["artifacts"] = {path: a.to_yaml() for path, a in artifacts(store, eid).items()}
+    out["approval"] = None if decision is None else decision.to_yaml_dict()
     if completed:
         history = load_file(store.path(history_path(eid)), history_path(eid))
         out["completed_at"] = history.get("completed_at") if isinstance(history, dict) else None

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import reprlib
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeVar
 
+from jobstate.core.approvals import Decision, decision_from_yaml_dict
+from jobstate.core.artifacts import Artifact, artifact_map
 from jobstate.core.attempts import Attempt
+from jobstate.core.clock import time_text
 from jobstate.core.money import check_cost_entry, totals
 from jobstate.errors import StateInvalid
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class Facts:
     period_id: str = ""
     sequence: int = -1
     allocation_key: str | None = None
-    artifacts: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    artifacts: dict[str, Artifact] = field(default_factory=dict)
     costs: list[tuple[str, str, str, str | None]] = field(default_factory=list)
     remote_refs: list[str] = field(default_factory=list)
     approval: tuple[str, str, str] | None = None
@@ -57,22 +62,22 @@ class Facts:
     reservations: list[Attempt] = field(default_factory=list)  # the attempts that declared a maximum cost
 
 
-def artifact_map(value: Any, path: str, problems: list[Problem]) -> dict[str, tuple[str, int | None]]:
-    """Both layouts: ``{name: 'sha256:<hex>'}`` (legacy) and ``{name: {sha256, size}}``."""
-    out: dict[str, tuple[str, int | None]] = {}
-    if value is None:
-        return out
-    if not isinstance(value, dict):
-        problems.append(Problem(path, "artifacts must be a mapping of path to hash"))
-        return out
-    for name, record in value.items():
-        if isinstance(record, str) and record.startswith("sha256:") and len(record) == 71:
-            out[str(name)] = (record[7:], None)
-        elif isinstance(record, dict) and isinstance(record.get("sha256"), str) and isinstance(record.get("size"), int):
-            out[str(name)] = (record["sha256"], record["size"])
-        else:
-            problems.append(Problem(path, f"artifact {name!r}: expected sha256 and size, found {reprlib.repr(record)}"))
-    return out
+def read_reporting(path: str, problems: list[Problem], read: Callable[[list[str]], T]) -> T | None:
+    """``read(found)`` of one of the record readers, with each problem it finds recorded against
+    ``path``; None (and a problem) when one stops it."""
+    found: list[str] = []
+    try:
+        value: T | None = read(found)
+    except StateInvalid as exc:
+        found.append(str(exc).removeprefix(f"{path}: "))
+        value = None
+    problems += [Problem(path, message) for message in found]
+    return value
+
+
+def artifacts_of(value: Any, path: str, problems: list[Problem]) -> dict[str, Artifact]:
+    """An ``artifacts`` mapping in either layout; malformed records are problems."""
+    return read_reporting(path, problems, lambda found: artifact_map(value, path, found)) or {}
 
 
 def cost_tuples(
@@ -102,10 +107,9 @@ def cost_tuples(
     return out
 
 
-def approval(value: Any) -> tuple[str, str, str] | None:
-    if isinstance(value, dict) and "status" in value:
-        return (str(value.get("status")), str(value.get("by")), str(value.get("at")))
-    return None
+def decided(decision: Decision | None) -> tuple[str, str, str] | None:
+    """What a migration must keep of a decision: status, by whom, when."""
+    return None if decision is None else (decision.status, decision.by, decision.at)
 
 
 def legacy_facts(name: str, data: dict[str, Any], path: str, problems: list[Problem]) -> Facts:
@@ -116,14 +120,16 @@ def legacy_facts(name: str, data: dict[str, Any], path: str, problems: list[Prob
 
 def fill_from_episode_fields(facts: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
     """Fields that legacy episodes (and migrated ones, which keep them) carry in episode.yaml."""
-    facts.artifacts.update(artifact_map(data.get("artifacts"), path, problems))
+    facts.artifacts.update(artifacts_of(data.get("artifacts"), path, problems))
     facts.costs += cost_tuples(data.get("costs"), path, problems, legacy=True)
     refs = data.get("remote_tasks") or []
     if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
         problems.append(Problem(path, "remote_tasks must be a list of strings"))
     else:
         facts.remote_refs += refs
-    facts.approval = approval(data.get("approval")) or facts.approval
+    if data.get("approval") is not None:
+        legacy = read_reporting(path, problems, lambda _found: decision_from_yaml_dict(data["approval"], path))
+        facts.approval = decided(legacy) or facts.approval
     if data.get("completed_at") is not None:
         facts.completed_at = time_text(data["completed_at"])
 
@@ -141,7 +147,7 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
         kinds = ("hash", "cost", "ref", "approval", "completed", "reservation")
         out: dict[str, Counter[Any]] = {k: Counter() for k in kinds}
         for f in facts.values():
-            out["hash"].update(f"sha256:{sha}" for sha, _size in f.artifacts.values())
+            out["hash"].update(f"sha256:{a.sha256}" for a in f.artifacts.values())
             out["cost"].update(f.costs)
             out["ref"].update(f.remote_refs)
             out["reservation"].update(
@@ -170,13 +176,3 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
     multiset("completion time", old["completed"], cur["completed"])
     multiset("reservation", old["reservation"], cur["reservation"])
     return lines
-
-
-def time_text(value: Any) -> str | None:
-    """A recorded time as text: jobstate writes strings; a legacy file may hold an unquoted YAML
-    timestamp, which loads as a datetime and is compared in the same text either way."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (datetime, date)):
-        return str(value)
-    return None

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.catalog import Catalog
+from jobstate.core.artifacts import Artifact, artifacts_to_yaml_dict, new_artifact
 from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.budget import parse_max_cost
 from jobstate.core.clock import format_time
@@ -225,7 +226,7 @@ class PaidStep:
 
         return transact(self.store, decide)
 
-    def artifact(self, path: str) -> dict[str, Any]:
+    def artifact(self, path: str) -> Artifact:
         """Record (sha256 and size) and commit a file the step wrote inside the episode directory."""
         rel = validate_artifact_path(path)
         # no symlink anywhere on the way: not out of the directory, not even inside it
@@ -239,7 +240,7 @@ class PaidStep:
             raise UsageError(f"artifact {rel!r} is not a regular file in {self.episode.directory}")
         digest, size = sha256_file(target)
         eid = self.episode.episode_id
-        record = {"sha256": digest, "size": size, "step": self.step}
+        record = new_artifact(digest, size, self.step)
 
         def decide(_cat: Catalog) -> StateChange[None]:
             found = artifacts(self.store, eid)
@@ -247,7 +248,7 @@ class PaidStep:
             return record_change(
                 self.store,
                 eid,
-                {ARTIFACTS: {"schema": 1, "artifacts": dict(sorted(found.items()))}},
+                {ARTIFACTS: artifacts_to_yaml_dict(found)},
                 f"artifact {eid}/{rel} from {self.step}: sha256 {digest[:12]}, {size} bytes",
                 extra=(f"{self.episode.directory}/{rel}",),
             )

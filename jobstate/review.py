@@ -6,11 +6,12 @@ from collections.abc import Callable
 from typing import Any
 
 from jobstate.catalog import Catalog
+from jobstate.core.approvals import Decision, approvals_to_yaml_dict, new_decision
 from jobstate.core.clock import format_time
 from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.money import totals
 from jobstate.core.records import AttemptState
-from jobstate.episode_files import approval, artifacts, cost_entries, load_record, record_change, submissions
+from jobstate.episode_files import approval, artifacts, cost_entries, decisions, record_change, submissions
 from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, StepRunning, SubmissionUnknown, UsageError
 from jobstate.leftovers import remove_temp_files, running_steps
 from jobstate.paid import guard, resolve_command
@@ -26,7 +27,7 @@ def approve(
     reject: bool = False,
     reason: str = "",
     notify: Callable[[str], None] = lambda _line: None,
-) -> dict[str, Any]:
+) -> Decision:
     """Record an approval (or rejection) of the episode's output and commit it.
 
     AlreadyRecorded (exit 0) when the latest decision is this one (same status, person and reason).
@@ -36,22 +37,20 @@ def approve(
     if reject and not reason.strip():
         raise UsageError("a rejection needs --reason TEXT")
 
-    def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
+    def decide(_cat: Catalog) -> StateChange[Decision]:
         guard(store, episode_id, notify=notify)
         _refuse_open_steps(store, episode_id, "approve")
-        data = load_record(store, episode_id, APPROVAL, {"schema": 1, "decisions": []})
-        decision = {"status": "rejected" if reject else "approved", "by": by, "at": format_time(store.now())}
-        if reason:
-            decision["reason"] = reason
-        latest = (data.get("decisions") or [None])[-1]
-        if isinstance(latest, dict) and all(latest.get(k) == decision.get(k) for k in ("status", "by", "reason")):
+        earlier = decisions(store, episode_id)
+        decision = new_decision("rejected" if reject else "approved", by, format_time(store.now()), reason or None)
+        if earlier and earlier[-1].same_as(decision):
             # the same decision re-run (e.g. after a kill that landed): record nothing new
             raise AlreadyRecorded(
-                f"{episode_id} was already {latest['status']} by {by} at {latest.get('at')}; nothing new recorded"
+                f"{episode_id} was already {decision.status} by {by} at {earlier[-1].at}; nothing new recorded"
             )
-        data["decisions"] = [*data.get("decisions", []), decision]
-        message = f"{decision['status']} {episode_id} by {by}"
-        return record_change(store, episode_id, {APPROVAL: data}, message, result=decision)
+        message = f"{decision.status} {episode_id} by {by}"
+        return record_change(
+            store, episode_id, {APPROVAL: approvals_to_yaml_dict([*earlier, decision])}, message, result=decision
+        )
 
     return transact(store, decide)
 
@@ -86,7 +85,7 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
         episode = guard(store, episode_id, notify=notify)
         _refuse_open_steps(store, episode_id, "complete")
         decision = approval(store, episode_id)
-        if decision is None or decision.get("status") != "approved":
+        if decision is None or decision.status != "approved":
             raise UsageError(
                 f"episode {episode_id} is not approved; approve it first: "
                 f"jobstate approve --episode {episode_id} --by NAME"
@@ -96,10 +95,10 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
             **episode.to_yaml_dict(),
             "status": "completed",
             "completed_at": format_time(store.now()),
-            "approval": decision,
+            "approval": decision.to_yaml_dict(),
             "remote_refs": sorted(refs),
             "cost_totals": totals(cost_entries(store, episode_id)),
-            "artifacts": artifacts(store, episode_id),
+            "artifacts": {path: a.to_yaml() for path, a in artifacts(store, episode_id).items()},
         }
         path = history_path(episode_id)
         return record_change(store, episode_id, {path: record}, f"complete {episode_id}", result=record)

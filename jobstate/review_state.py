@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jobstate.config import config_from_yaml_dict
+from jobstate.core.approvals import Decision, approvals_from_yaml_dict, decision_from_yaml_dict
+from jobstate.core.artifacts import Artifact, artifact_map, artifacts_from_yaml_dict
 from jobstate.core.attempts import Steps, submissions_from_yaml_dict
 from jobstate.core.budget import Budget
 from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
@@ -23,6 +26,7 @@ from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.snapshot import Revision, locate
 from jobstate.yamlio import loads
 
+T = TypeVar("T")
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
 
 
@@ -60,8 +64,8 @@ class EpisodeView:
     legacy: bool = False
     steps: Steps = field(default_factory=dict)
     costs: list[dict[str, Any]] = field(default_factory=list)
-    decisions: list[dict[str, Any]] = field(default_factory=list)
-    artifacts: dict[str, str] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    artifacts: dict[str, Artifact] = field(default_factory=dict)
     history: dict[str, Any] | None = None
     migration: dict[str, Any] | None = None
     legacy_completed_at: str | None = None
@@ -112,6 +116,14 @@ def _list_of_dicts(value: Any) -> list[dict[str, Any]]:
     return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
+def _reporting(read: Callable[[list[str]], T], source: str, unreadable: list[str]) -> T:
+    # a malformed record is listed and left out; the rest of the file is reviewed
+    found: list[str] = []
+    value = read(found)
+    unreadable += [f"{source}: {problem}" for problem in found]
+    return value
+
+
 def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list[str]) -> None:
     if name == "episode.yaml":
         if not isinstance(data, dict):
@@ -123,25 +135,23 @@ def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list
             view.migration = data.get("migration") if isinstance(data.get("migration"), dict) else None
         # legacy fields, kept byte for byte by a migration
         view.costs += [dict(c, legacy=True) for c in _list_of_dicts(data.get("costs"))]
-        if isinstance(data.get("approval"), dict):
-            view.decisions.insert(0, data["approval"])
+        if data.get("approval") is not None:
+            view.decisions.insert(0, decision_from_yaml_dict(data["approval"], source))
         if data.get("completed_at") is not None:
             view.legacy_completed_at = str(data["completed_at"])
-        arts = data.get("artifacts")
-        if isinstance(arts, dict):
-            view.artifacts.update({str(k): str(v).removeprefix("sha256:") for k, v in arts.items()})
+        view.artifacts.update(
+            _reporting(lambda found: artifact_map(data.get("artifacts"), source, found), source, unreadable)
+        )
     elif name == "submissions.yaml":
-        found: list[str] = []  # a malformed attempt is listed and left out; the rest are reviewed
-        view.steps = submissions_from_yaml_dict(data, source, found)
-        unreadable += [f"{source}: {problem}" for problem in found]
+        view.steps = _reporting(lambda found: submissions_from_yaml_dict(data, source, found), source, unreadable)
     elif name == "costs.yaml":
         view.costs = [c for c in view.costs if c.get("legacy")] + _list_of_dicts(_mapping(data, "entries"))
     elif name == "approval.yaml":
-        view.decisions += _list_of_dicts(_mapping(data, "decisions"))
+        view.decisions += approvals_from_yaml_dict(data, source)
     elif name == "artifacts.yaml":
-        arts = _mapping(data, "artifacts")
-        if isinstance(arts, dict):
-            view.artifacts.update({str(k): str(_mapping(v, "sha256")) for k, v in arts.items()})
+        view.artifacts.update(
+            _reporting(lambda found: artifacts_from_yaml_dict(data, source, found), source, unreadable)
+        )
 
 
 def _budget(snap: Revision, unreadable: list[str]) -> Budget | None:

@@ -11,14 +11,18 @@ checks share the collected facts and the problem list; split by kind, each piece
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jobstate.budget_audit import check_budgets, check_settlement
 from jobstate.config import config_from_yaml_dict
+from jobstate.core.approvals import approvals_from_yaml_dict
+from jobstate.core.artifacts import artifacts_from_yaml_dict
 from jobstate.core.attempts import submissions_from_yaml_dict
-from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
+from jobstate.core.clock import time_text
+from jobstate.core.layout import APPROVAL, ARTIFACTS, CONFIG_FILE, COSTS, RECORD_FILES, SUBMISSIONS
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
@@ -26,13 +30,13 @@ from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.facts import (
     Facts,
     Problem,
-    approval,
-    artifact_map,
+    artifacts_of,
     compare,
     cost_tuples,
+    decided,
     fill_from_episode_fields,
     legacy_facts,
-    time_text,
+    read_reporting,
 )
 from jobstate.git.signing import signature_problems
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
@@ -144,8 +148,8 @@ def collect(
         if f is None:
             continue
         facts[name] = f
-        for rel, expected in f.artifacts.items():
-            to_hash.append((name, rel, expected))
+        for rel, artifact in f.artifacts.items():
+            to_hash.append((name, rel, (artifact.sha256, artifact.size)))
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
     _check_uniqueness(facts, problems)
@@ -220,9 +224,7 @@ def _is_period(name: str) -> bool:
 
 
 def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], problems: list[Problem]) -> None:
-    costs_path, subs_path = f"{base}/costs.yaml", f"{base}/submissions.yaml"
-    arts_path, appr_path = f"{base}/artifacts.yaml", f"{base}/approval.yaml"
-    for path in (costs_path, subs_path, arts_path, appr_path):
+    for path in (f"{base}/{name}" for name in _COLLECT):
         if path not in paths:
             continue
         data = _load(snap, path, problems)
@@ -231,16 +233,7 @@ def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], probl
         if not isinstance(data, dict) or data.get("schema") != 1:
             problems.append(Problem(path, "expected a mapping with schema: 1"))
             continue
-        if path == costs_path:
-            f.costs += cost_tuples(data.get("entries"), path, problems, legacy=False)
-        elif path == arts_path:
-            f.artifacts.update(artifact_map(data.get("artifacts"), path, problems))
-        elif path == appr_path:
-            decisions = data.get("decisions")
-            if isinstance(decisions, list) and decisions:
-                f.approval = approval(decisions[-1])
-        else:
-            _collect_submissions(f, data, path, problems)
+        _COLLECT[path.rsplit("/", 1)[1]](f, data, path, problems)
     recorded = {f"{base}/{rel}" for rel in f.artifacts}
     for path in sorted(paths):
         rel = path[len(base) + 1 :]
@@ -256,14 +249,22 @@ def _config_text(snap: Snapshot) -> bytes | None:
         return None
 
 
+def _collect_costs(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
+    f.costs += cost_tuples(data.get("entries"), path, problems, legacy=False)
+
+
+def _collect_artifacts(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
+    f.artifacts.update(read_reporting(path, problems, lambda found: artifacts_from_yaml_dict(data, path, found)) or {})
+
+
+def _collect_approval(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
+    decisions = read_reporting(path, problems, lambda _found: approvals_from_yaml_dict(data, path))
+    if decisions:
+        f.approval = decided(decisions[-1])
+
+
 def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    found: list[str] = []
-    try:
-        steps = submissions_from_yaml_dict(data, path, found)
-    except StateInvalid as exc:
-        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
-        return
-    problems += [Problem(path, message) for message in found]
+    steps = read_reporting(path, problems, lambda found: submissions_from_yaml_dict(data, path, found)) or {}
     for step, attempts in steps.items():
         for attempt in attempts:
             if attempt.remote_ref:
@@ -281,6 +282,14 @@ def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: li
                     "warning",
                 )
             )
+
+
+_COLLECT: dict[str, Callable[[Facts, dict[str, Any], str, list[Problem]], None]] = {
+    COSTS: _collect_costs,
+    SUBMISSIONS: _collect_submissions,
+    ARTIFACTS: _collect_artifacts,
+    APPROVAL: _collect_approval,
+}
 
 
 def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts], problems: list[Problem]) -> None:
@@ -332,8 +341,8 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
 def _compare_history_artifacts(data: dict[str, Any], path: str, episode: Facts | None, problems: list[Problem]) -> None:
     if episode is None or data.get("artifacts") is None:
         return
-    listed = {k: v[0] for k, v in artifact_map(data.get("artifacts"), path, problems).items()}
-    actual = {k: v[0] for k, v in episode.artifacts.items()}
+    listed = {k: a.sha256 for k, a in artifacts_of(data.get("artifacts"), path, problems).items()}
+    actual = {k: a.sha256 for k, a in episode.artifacts.items()}
     if listed != actual:
         missing = sorted(set(listed.items()) ^ set(actual.items()))
         problems.append(Problem(path, f"artifacts disagree with state/{episode.episode_id}: {missing[0][0]}"))

@@ -7,10 +7,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from jobstate.core.approvals import Decision, new_decision
 from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.status import STATUSES, episode_status
 from jobstate.main import main
@@ -19,6 +19,10 @@ from .conftest import run_cli, stable_cmd
 from .snapshots import tree_state
 
 EID = "2026-W32-0"
+
+
+def _decision(status: str) -> Decision:
+    return new_decision(status, "editor", "2026-08-07T10:00:00Z", None)
 
 
 def _attempt(state: str) -> Attempt:
@@ -35,15 +39,15 @@ def _attempt(state: str) -> Attempt:
         ({}, None, False, ("gen",), "running"),  # locked, intent not yet written
         ({"gen": [_attempt("accepted")]}, None, False, (), "running"),
         ({"gen": [_attempt("completed")]}, None, False, (), "running"),  # awaits review
-        ({"gen": [_attempt("completed")]}, {"status": "approved"}, False, (), "approved"),
-        ({"gen": [_attempt("completed")]}, {"status": "rejected"}, False, (), "rejected"),
-        ({"gen": [_attempt("completed")], "fix": [_attempt("intent")]}, {"status": "rejected"}, False, (), "unknown"),
-        ({"gen": [_attempt("completed")]}, {"status": "approved"}, True, (), "completed"),
+        ({"gen": [_attempt("completed")]}, _decision("approved"), False, (), "approved"),
+        ({"gen": [_attempt("completed")]}, _decision("rejected"), False, (), "rejected"),
+        ({"gen": [_attempt("completed")], "fix": [_attempt("intent")]}, _decision("rejected"), False, (), "unknown"),
+        ({"gen": [_attempt("completed")]}, _decision("approved"), True, (), "completed"),
     ],
 )
 def test_episode_status_is_derived_from_the_records(
     steps: dict[str, list[Attempt]],
-    approval: dict[str, Any] | None,
+    approval: Decision | None,
     completed: bool,
     running: tuple[str, ...],
     expected: str,

@@ -153,8 +153,8 @@ def test_recording_an_artifact_hashes_the_real_file_and_commits_what_git_add_wou
         (step.directory / "take2.mp4").write_bytes(media)
         record = step.artifact("take2.mp4")
     path = "state/2026-W32-0/take2.mp4"
-    assert record["sha256"] == hashlib.sha256(media).hexdigest()
-    assert git(lfs_repo, "cat-file", "blob", f"HEAD:{path}").encode() == _pointer(record["sha256"], len(media))
+    assert record.sha256 == hashlib.sha256(media).hexdigest()
+    assert git(lfs_repo, "cat-file", "blob", f"HEAD:{path}").encode() == _pointer(record.sha256, len(media))
     assert status(lfs_repo) == ""  # the index agrees with the commit: no staged conversion left behind
     assert (lfs_repo / path).read_bytes() == media
     for args in (["--rev", "HEAD", "--strict"], ["--strict"]):

@@ -11,5 +11,5 @@ def approve(options: StoreOptions, *, episode: str, by: str, reject: bool, reaso
     """Record an approval or a rejection."""
     with options.open() as store:
         decision = approve_episode(store, episode, by=by, reject=reject, reason=reason or "", notify=note)
-    print(f"{episode} {decision['status']}")
+    print(f"{episode} {decision.status}")
     return 0

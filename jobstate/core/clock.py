@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
+from typing import Any
 
 
 def utc_now() -> datetime:
@@ -13,3 +14,13 @@ def utc_now() -> datetime:
 def format_time(moment: datetime) -> str:
     """UTC, ISO 8601, seconds: ``2026-08-07T10:00:00Z``."""
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def time_text(value: Any) -> str | None:
+    """A recorded time as text: jobstate writes strings; a legacy file may hold an unquoted YAML
+    timestamp, which loads as a datetime and is compared in the same text either way."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (datetime, date)):
+        return str(value)
+    return None

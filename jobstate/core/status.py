@@ -17,11 +17,12 @@ order of what matters most to whoever asks:
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jobstate.core.records import AttemptState
 
 if TYPE_CHECKING:
+    from jobstate.core.approvals import Decision
     from jobstate.core.attempts import Attempt
 
 STATUSES = ("allocated", "running", "unknown", "approved", "rejected", "completed")
@@ -43,7 +44,7 @@ def step_status(attempts: Sequence[Attempt], *, running: bool) -> str:
 def episode_status(
     *,
     steps: Mapping[str, Sequence[Attempt]],
-    approval: Mapping[str, Any] | None,
+    approval: Decision | None,
     completed: bool,
     running: Collection[str] = (),
 ) -> str:
@@ -60,8 +61,8 @@ def episode_status(
         return "unknown"
     if states & {"running", "accepted"} or running:
         return "running"
-    if approval is not None and approval.get("status") in ("approved", "rejected"):
-        return str(approval["status"])
+    if approval is not None:
+        return approval.status
     if "completed" in states:
         return "running"
     return "allocated"

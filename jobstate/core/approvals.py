@@ -1,0 +1,78 @@
+"""``approval.yaml``: review decisions on an episode, typed. One reader, one writer. Pure.
+
+The same reader checks the decisions ``approve`` appends, the copy ``complete`` puts into
+history, and the single ``approval:`` mapping of a legacy episode.yaml; ``verify``, ``diff`` and
+``report`` read them through it too.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from jobstate.core.clock import time_text
+from jobstate.errors import StateInvalid
+
+SCHEMA = 1
+STATUSES = ("approved", "rejected")
+
+
+class Decision(NamedTuple):
+    """One review decision: approved or rejected, by whom, when, and (optionally) why."""
+
+    status: str
+    by: str
+    at: str
+    reason: str | None
+    fields: dict[str, Any]  # the mapping as stored, in its order; the writer writes exactly this
+
+    def same_as(self, other: Decision) -> bool:
+        """The same decision by the same person for the same reason (a re-run), whenever it was made."""
+        return (self.status, self.by, self.reason) == (other.status, other.by, other.reason)
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """The mapping approval.yaml (or a history file) holds for this decision."""
+        return dict(self.fields)
+
+
+def new_decision(status: str, by: str, at: str, reason: str | None) -> Decision:
+    """A decision as ``jobstate approve`` records it."""
+    fields: dict[str, Any] = {"status": status, "by": by, "at": at}
+    if reason:
+        fields["reason"] = reason
+    return decision_from_yaml_dict(fields, "approve")
+
+
+def decision_from_yaml_dict(data: Any, source: str) -> Decision:
+    """Check one decision; anything malformed is StateInvalid naming ``source``."""
+    if not isinstance(data, dict):
+        raise StateInvalid(f"{source}: a decision must be a mapping, found {reprlib.repr(data)}")
+    status = data.get("status")
+    if status not in STATUSES:
+        raise StateInvalid(f"{source}: decision status {status!r} is not one of {', '.join(STATUSES)}")
+    by = data.get("by")
+    if not isinstance(by, str) or not by.strip():
+        raise StateInvalid(f"{source}: a {status} decision must say by whom, found {reprlib.repr(by)}")
+    at = time_text(data.get("at"))
+    if at is None:
+        raise StateInvalid(f"{source}: a {status} decision must say when, found {reprlib.repr(data.get('at'))}")
+    reason = data.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise StateInvalid(f"{source}: a decision's reason must be text, found {reprlib.repr(reason)}")
+    return Decision(status, by, at, reason, dict(data))
+
+
+def approvals_from_yaml_dict(data: Any, source: str) -> list[Decision]:
+    """Check a loaded approval.yaml: its decisions, oldest first."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise StateInvalid(f"{source}: expected a mapping with schema: {SCHEMA}")
+    decisions = data.get("decisions", [])
+    if not isinstance(decisions, list):
+        raise StateInvalid(f"{source}: 'decisions' must be a list")
+    return [decision_from_yaml_dict(d, source) for d in decisions]
+
+
+def approvals_to_yaml_dict(decisions: Sequence[Decision]) -> dict[str, Any]:
+    """The whole file for ``decisions``."""
+    return {"schema": SCHEMA, "decisions": [d.to_yaml_dict() for d in decisions]}
