@@ -37,7 +37,7 @@ def usage(store: Store, budget: Budget, period_id: str) -> dict[str, Usage]:
     reserved: dict[str, Decimal] = {}
     for eid in _episodes_in(store, episode_periods(period_id, store.config.period)):
         for entry in cost_entries(store, eid):
-            spent[entry["currency"]] = spent.get(entry["currency"], Decimal(0)) + Decimal(entry["amount"])
+            spent[entry.currency] = spent.get(entry.currency, Decimal(0)) + Decimal(entry.amount)
         for attempts in submissions(store, eid).values():
             for attempt in attempts:
                 if attempt.open and attempt.reservation is not None:

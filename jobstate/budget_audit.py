@@ -48,8 +48,8 @@ def check_budgets(config_text: bytes | None, facts: dict[str, Facts], problems: 
             period = budget_period(parse_period(f.period_id), budget.per).id
         except UsageError:
             continue
-        for _step, amount, currency, _ref in f.costs:
-            used[(period, currency)] = used.get((period, currency), Decimal(0)) + Decimal(amount)
+        for cost in f.costs:
+            used[(period, cost.currency)] = used.get((period, cost.currency), Decimal(0)) + Decimal(cost.amount)
         for attempt in f.reservations:
             if attempt.open and attempt.reservation is not None:
                 amount, currency = attempt.reservation

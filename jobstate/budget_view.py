@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from jobstate.core.budget import Budget, budget_period
@@ -12,13 +12,6 @@ from jobstate.errors import UsageError
 
 if TYPE_CHECKING:
     from jobstate.review_state import StateView
-
-
-def _amount(value: Any) -> Decimal:
-    try:
-        return Decimal(str(value))
-    except InvalidOperation:
-        return Decimal(0)  # a malformed amount is verify's to report
 
 
 def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -35,8 +28,8 @@ def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[d
         if bp is None or (wanted is not None and bp not in wanted):
             continue
         for entry in view.costs:
-            slot = (bp, str(entry.get("currency")))
-            spent[slot] = spent.get(slot, Decimal(0)) + _amount(entry.get("amount"))
+            slot = (bp, entry.currency)
+            spent[slot] = spent.get(slot, Decimal(0)) + Decimal(entry.amount)
         for attempts in view.steps.values():
             for attempt in attempts:
                 if attempt.open and attempt.reservation is not None:

@@ -12,6 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import NamedTuple
 
+from jobstate.core.layout import STATE
 from jobstate.errors import StateInvalid
 
 VERSION = "1"
@@ -111,7 +112,7 @@ class Catalog:
 
     def state_ids(self) -> set[str]:
         """Episode IDs that have a committed ``state/<id>/episode.yaml``."""
-        cur = self.conn.execute("SELECT episode_id FROM rows WHERE path LIKE 'state/%'")
+        cur = self.conn.execute("SELECT episode_id FROM rows WHERE path LIKE ?", (f"{STATE}/%",))
         return {r[0] for r in cur.fetchall()}
 
     def update(

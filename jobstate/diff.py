@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from jobstate.budget_view import budget_use
 from jobstate.core.attempts import Attempt
+from jobstate.core.costs import totals
 from jobstate.core.records import AttemptState
 from jobstate.facts import compare
 from jobstate.git.snapshot import Revision, locate
@@ -200,10 +201,10 @@ def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
             {
                 "episode_id": eid,
                 "period_id": new.period_id,
-                "step": entry.get("step"),
-                "amount": str(entry.get("amount")),
-                "currency": entry.get("currency"),
-                "remote_ref": entry.get("remote_ref"),
+                "step": entry.step,
+                "amount": entry.amount,
+                "currency": entry.currency,
+                "remote_ref": entry.remote_ref,
             }
         )
     decided = _ledger_added(
@@ -220,8 +221,7 @@ def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
             }
         )
     if new.completed_at is not None and (old is None or old.completed_at is None):
-        totals = _sum(new.costs, lambda c: str(c["currency"]))
-        diff.completed.append({"episode_id": eid, "completed_at": new.completed_at, "cost_totals": totals})
+        diff.completed.append({"episode_id": eid, "completed_at": new.completed_at, "cost_totals": totals(new.costs)})
 
 
 def compare_states(base: StateView, new: StateView) -> Diff:

@@ -7,26 +7,13 @@ from typing import Any, TypeVar
 from jobstate.core.approvals import Decision, approvals_from_yaml_dict
 from jobstate.core.artifacts import Artifact, artifacts_from_yaml_dict
 from jobstate.core.attempts import Steps, submissions_from_yaml_dict, submissions_to_yaml_dict
+from jobstate.core.costs import CostEntry, costs_from_yaml_dict
 from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, SUBMISSIONS, record_path
-from jobstate.core.money import check_cost_entry
-from jobstate.errors import StateInvalid
 from jobstate.store import Store
 from jobstate.transaction import StateChange
 from jobstate.yamlio import dumps, load_file
 
 T = TypeVar("T")
-
-
-def load_record(store: Store, episode_id: str, name: str, empty: dict[str, Any]) -> dict[str, Any]:
-    """One record file of an episode as loaded YAML (``empty`` when absent). Read-only."""
-    rel = record_path(episode_id, name)
-    path = store.path(rel)
-    if not path.exists():
-        return empty
-    data = load_file(path, rel)
-    if not isinstance(data, dict) or data.get("schema") != 1:
-        raise StateInvalid(f"{rel}: expected a mapping with schema: 1")
-    return data
 
 
 def submissions(store: Store, episode_id: str) -> Steps:
@@ -38,14 +25,11 @@ def submissions(store: Store, episode_id: str) -> Steps:
     return submissions_from_yaml_dict(load_file(path, rel), rel)
 
 
-def cost_entries(store: Store, episode_id: str) -> list[dict[str, Any]]:
-    """The cost ledger of an episode. Read-only."""
+def cost_entries(store: Store, episode_id: str) -> list[CostEntry]:
+    """The cost ledger of an episode, oldest first. Read-only."""
     rel = record_path(episode_id, COSTS)
-    data = load_record(store, episode_id, COSTS, {"schema": 1, "entries": []})
-    entries = data.get("entries")
-    if not isinstance(entries, list):
-        raise StateInvalid(f"{rel}: 'entries' must be a list")
-    return [check_cost_entry(e, rel) for e in entries]
+    path = store.path(rel)
+    return costs_from_yaml_dict(load_file(path, rel), rel) if path.exists() else []
 
 
 def artifacts(store: Store, episode_id: str) -> dict[str, Artifact]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobstate.core.costs import totals
 from jobstate.core.layout import history_path
-from jobstate.core.money import totals
 from jobstate.core.records import Episode
 from jobstate.core.status import episode_status, step_status
 from jobstate.episode_files import approval, artifacts, cost_entries, submissions
@@ -35,7 +35,7 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
         }
         for name, attempts in sorted(steps.items())
     }
-    out["costs"] = entries
+    out["costs"] = [e.to_yaml_dict() for e in entries]
     out["cost_totals"] = totals(entries)
     out["artifacts"] = {path: a.to_yaml() for path, a in artifacts(store, eid).items()}
     out["approval"] = None if decision is None else decision.to_yaml_dict()

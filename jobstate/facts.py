@@ -4,18 +4,17 @@ migration preserved it (``verify --against``). Pure: values in, values out.
 
 from __future__ import annotations
 
-import reprlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from jobstate.core.approvals import Decision, decision_from_yaml_dict
 from jobstate.core.artifacts import Artifact, artifact_map
 from jobstate.core.attempts import Attempt
 from jobstate.core.clock import time_text
-from jobstate.core.money import check_cost_entry, totals
+from jobstate.core.costs import CostEntry, cost_list
+from jobstate.core.money import sum_by_currency
 from jobstate.errors import StateInvalid
 
 T = TypeVar("T")
@@ -54,7 +53,7 @@ class Facts:
     sequence: int = -1
     allocation_key: str | None = None
     artifacts: dict[str, Artifact] = field(default_factory=dict)
-    costs: list[tuple[str, str, str, str | None]] = field(default_factory=list)
+    costs: list[CostEntry] = field(default_factory=list)
     remote_refs: list[str] = field(default_factory=list)
     approval: tuple[str, str, str] | None = None
     completed_at: str | None = None
@@ -80,31 +79,9 @@ def artifacts_of(value: Any, path: str, problems: list[Problem]) -> dict[str, Ar
     return read_reporting(path, problems, lambda found: artifact_map(value, path, found)) or {}
 
 
-def cost_tuples(
-    entries: Any, path: str, problems: list[Problem], legacy: bool
-) -> list[tuple[str, str, str, str | None]]:
-    out: list[tuple[str, str, str, str | None]] = []
-    if entries is None:
-        return out
-    if not isinstance(entries, list):
-        problems.append(Problem(path, "costs must be a list of entries"))
-        return out
-    for entry in entries:
-        try:
-            if legacy:
-                if not isinstance(entry, dict):
-                    raise StateInvalid("a cost entry must be a mapping")
-                Decimal(str(entry["amount"]))
-                if not isinstance(entry["amount"], str):
-                    raise StateInvalid(f"amount {entry['amount']!r} must be a decimal string, not a number")
-            else:
-                check_cost_entry(entry, path)
-            out.append((str(entry["step"]), str(entry["amount"]), str(entry["currency"]), entry.get("remote_ref")))
-        except (StateInvalid, KeyError, InvalidOperation, TypeError) as exc:
-            problems.append(
-                Problem(path, f"malformed cost entry {reprlib.repr(entry)}: {str(exc).removeprefix(path + ': ')}")
-            )
-    return out
+def costs_of(value: Any, path: str, problems: list[Problem], *, legacy: bool) -> list[CostEntry]:
+    """A list of cost entries (costs.yaml's, or a legacy episode.yaml's); malformed ones are problems."""
+    return read_reporting(path, problems, lambda found: cost_list(value, path, found, legacy=legacy)) or []
 
 
 def decided(decision: Decision | None) -> tuple[str, str, str] | None:
@@ -121,7 +98,7 @@ def legacy_facts(name: str, data: dict[str, Any], path: str, problems: list[Prob
 def fill_from_episode_fields(facts: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
     """Fields that legacy episodes (and migrated ones, which keep them) carry in episode.yaml."""
     facts.artifacts.update(artifacts_of(data.get("artifacts"), path, problems))
-    facts.costs += cost_tuples(data.get("costs"), path, problems, legacy=True)
+    facts.costs += costs_of(data.get("costs"), path, problems, legacy=True)
     refs = data.get("remote_tasks") or []
     if not isinstance(refs, list) or not all(isinstance(r, str) for r in refs):
         problems.append(Problem(path, "remote_tasks must be a list of strings"))
@@ -148,7 +125,7 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
         out: dict[str, Counter[Any]] = {k: Counter() for k in kinds}
         for f in facts.values():
             out["hash"].update(f"sha256:{a.sha256}" for a in f.artifacts.values())
-            out["cost"].update(f.costs)
+            out["cost"].update((c.step, c.amount, c.currency, c.remote_ref) for c in f.costs)
             out["ref"].update(f.remote_refs)
             out["reservation"].update(
                 (f.episode_id, a.step, a.number, *a.reservation) for a in f.reservations if a.reservation
@@ -162,8 +139,8 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
     old, cur = gather(base), gather(new)
     multiset("artifact hash", old["hash"], cur["hash"])
     multiset("cost entry", old["cost"], cur["cost"])
-    old_totals = totals([{"amount": a, "currency": c} for (_s, a, c, _r), n in old["cost"].items() for _ in range(n)])
-    cur_totals = totals([{"amount": a, "currency": c} for (_s, a, c, _r), n in cur["cost"].items() for _ in range(n)])
+    old_totals = sum_by_currency((a, c) for (_s, a, c, _r), n in old["cost"].items() for _ in range(n))
+    cur_totals = sum_by_currency((a, c) for (_s, a, c, _r), n in cur["cost"].items() for _ in range(n))
     for currency in sorted(set(old_totals) | set(cur_totals)):
         if old_totals.get(currency) != cur_totals.get(currency):
             lines.append(

@@ -27,6 +27,7 @@ from jobstate.core.artifacts import Artifact, artifacts_to_yaml_dict, new_artifa
 from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.budget import parse_max_cost
 from jobstate.core.clock import format_time
+from jobstate.core.costs import Charge, costs_to_yaml_dict, recorded_charge
 from jobstate.core.keys import idempotency_key, mapping_fingerprint
 from jobstate.core.layout import (
     ARTIFACTS,
@@ -37,7 +38,7 @@ from jobstate.core.layout import (
     history_path,
     step_lock_path,
 )
-from jobstate.core.money import Charge, recorded_charge, validate_charge_amount, validate_charge_id, validate_currency
+from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import AttemptState, Episode
@@ -219,7 +220,7 @@ class PaidStep:
             return record_change(
                 self.store,
                 eid,
-                {COSTS: {"schema": 1, "entries": [*entries, charge.entry(self._now())]}},
+                {COSTS: costs_to_yaml_dict([*entries, charge.entry(self._now())])},
                 f"cost {eid} {self.step}: {charge.describe()}",
                 result=True,
             )
@@ -264,9 +265,9 @@ class PaidStep:
         """What this attempt has cost so far per currency, per the ledger."""
         out: dict[str, Decimal] = {}
         for e in cost_entries(self.store, self.episode.episode_id):
-            mine = e.get("attempt") == self.attempt if "attempt" in e else e.get("remote_ref") == self.remote_ref
-            if e["step"] == self.step and mine:
-                out[e["currency"]] = out.get(e["currency"], Decimal(0)) + Decimal(e["amount"])
+            mine = e.attempt == self.attempt if e.attempt is not None else e.remote_ref == self.remote_ref
+            if e.step == self.step and mine:
+                out[e.currency] = out.get(e.currency, Decimal(0)) + Decimal(e.amount)
         return out
 
     def _now(self) -> str:

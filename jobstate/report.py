@@ -75,8 +75,8 @@ def _in_range(period_id: str, since: str | None, until: str | None) -> bool:
     return (since is None or period_id >= since) and (until is None or period_id <= until)
 
 
-def _add(sums: dict[str, Decimal], currency: str, amount: Any) -> None:
-    sums[currency] = sums.get(currency, Decimal(0)) + Decimal(str(amount))
+def _add(sums: dict[str, Decimal], currency: str, amount: str | Decimal) -> None:
+    sums[currency] = sums.get(currency, Decimal(0)) + Decimal(amount)
 
 
 def _fmt(sums: dict[str, Decimal]) -> dict[str, str]:
@@ -97,10 +97,9 @@ def build_report(state: StateView, since: str | None = None, until: str | None =
         status = v.status
         spent: dict[str, Decimal] = {}
         for entry in v.costs:
-            currency = str(entry.get("currency"))
-            _add(spent, currency, entry.get("amount"))
-            _add(totals, currency, entry.get("amount"))
-            _add(by_step.setdefault(str(entry.get("step")), {}), currency, entry.get("amount"))
+            _add(spent, entry.currency, entry.amount)
+            _add(totals, entry.currency, entry.amount)
+            _add(by_step.setdefault(entry.step, {}), entry.currency, entry.amount)
         for step, attempts in sorted(v.steps.items()):
             if attempts and attempts[-1].state == AttemptState.INTENT:
                 last = attempts[-1]

@@ -8,8 +8,8 @@ from typing import Any
 from jobstate.catalog import Catalog
 from jobstate.core.approvals import Decision, approvals_to_yaml_dict, new_decision
 from jobstate.core.clock import format_time
+from jobstate.core.costs import totals
 from jobstate.core.layout import APPROVAL, HISTORY, history_path
-from jobstate.core.money import totals
 from jobstate.core.records import AttemptState
 from jobstate.episode_files import approval, artifacts, cost_entries, decisions, record_change, submissions
 from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, StepRunning, SubmissionUnknown, UsageError

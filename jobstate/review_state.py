@@ -19,6 +19,7 @@ from jobstate.core.approvals import Decision, approvals_from_yaml_dict, decision
 from jobstate.core.artifacts import Artifact, artifact_map, artifacts_from_yaml_dict
 from jobstate.core.attempts import Steps, submissions_from_yaml_dict
 from jobstate.core.budget import Budget
+from jobstate.core.costs import CostEntry, cost_list, costs_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.core.status import episode_status
@@ -63,7 +64,7 @@ class EpisodeView:
     allocated_at: str | None = None
     legacy: bool = False
     steps: Steps = field(default_factory=dict)
-    costs: list[dict[str, Any]] = field(default_factory=list)
+    costs: list[CostEntry] = field(default_factory=list)  # a legacy episode.yaml's first
     decisions: list[Decision] = field(default_factory=list)
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     history: dict[str, Any] | None = None
@@ -108,14 +109,6 @@ def _period_and_sequence(name: str) -> tuple[str, int, bool] | None:
         return None
 
 
-def _mapping(value: Any, key: str) -> Any:
-    return value.get(key) if isinstance(value, dict) else None
-
-
-def _list_of_dicts(value: Any) -> list[dict[str, Any]]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
 def _reporting(read: Callable[[list[str]], T], source: str, unreadable: list[str]) -> T:
     # a malformed record is listed and left out; the rest of the file is reviewed
     found: list[str] = []
@@ -134,7 +127,9 @@ def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list
             view.allocated_at = str(data.get("allocated_at"))
             view.migration = data.get("migration") if isinstance(data.get("migration"), dict) else None
         # legacy fields, kept byte for byte by a migration
-        view.costs += [dict(c, legacy=True) for c in _list_of_dicts(data.get("costs"))]
+        view.costs += _reporting(
+            lambda found: cost_list(data.get("costs"), source, found, legacy=True), source, unreadable
+        )
         if data.get("approval") is not None:
             view.decisions.insert(0, decision_from_yaml_dict(data["approval"], source))
         if data.get("completed_at") is not None:
@@ -145,7 +140,8 @@ def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list
     elif name == "submissions.yaml":
         view.steps = _reporting(lambda found: submissions_from_yaml_dict(data, source, found), source, unreadable)
     elif name == "costs.yaml":
-        view.costs = [c for c in view.costs if c.get("legacy")] + _list_of_dicts(_mapping(data, "entries"))
+        entries = _reporting(lambda found: costs_from_yaml_dict(data, source, found), source, unreadable)
+        view.costs = [c for c in view.costs if c.legacy] + entries
     elif name == "approval.yaml":
         view.decisions += approvals_from_yaml_dict(data, source)
     elif name == "artifacts.yaml":

@@ -22,7 +22,8 @@ from jobstate.core.approvals import approvals_from_yaml_dict
 from jobstate.core.artifacts import artifacts_from_yaml_dict
 from jobstate.core.attempts import submissions_from_yaml_dict
 from jobstate.core.clock import time_text
-from jobstate.core.layout import APPROVAL, ARTIFACTS, CONFIG_FILE, COSTS, RECORD_FILES, SUBMISSIONS
+from jobstate.core.costs import costs_from_yaml_dict
+from jobstate.core.layout import APPROVAL, ARTIFACTS, CONFIG_FILE, COSTS, RECORD_FILES, SUBMISSIONS, episode_dir
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
@@ -32,7 +33,6 @@ from jobstate.facts import (
     Problem,
     artifacts_of,
     compare,
-    cost_tuples,
     decided,
     fill_from_episode_fields,
     legacy_facts,
@@ -177,7 +177,7 @@ def _check_config(snap: Snapshot, problems: list[Problem]) -> None:
 def _collect_episode(
     snap: Snapshot, name: str, paths: set[str], files: dict[str, Any], problems: list[Problem]
 ) -> Facts | None:
-    base = f"state/{name}"
+    base = episode_dir(name)
     episode_path = f"{base}/episode.yaml"
     for path in sorted(paths):
         if files[path].symlink:
@@ -250,7 +250,7 @@ def _config_text(snap: Snapshot) -> bytes | None:
 
 
 def _collect_costs(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    f.costs += cost_tuples(data.get("entries"), path, problems, legacy=False)
+    f.costs += read_reporting(path, problems, lambda found: costs_from_yaml_dict(data, path, found)) or []
 
 
 def _collect_artifacts(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
@@ -356,14 +356,16 @@ def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem]) -> None:
             continue
         slot = (f.period_id, f.sequence)
         if slot in seen:
-            problems.append(Problem(f"state/{name}", f"duplicate period and sequence with {seen[slot]}"))
+            problems.append(Problem(episode_dir(name), f"duplicate period and sequence with {seen[slot]}"))
         seen[slot] = name
         if f.allocation_key is not None:
             keys.setdefault(f.allocation_key, []).append(name)
     for key, names in sorted(keys.items()):
         if len(names) > 1:
             problems.append(
-                Problem(f"state/{names[1]}", f"allocation key {key!r} belongs to several episodes: {', '.join(names)}")
+                Problem(
+                    episode_dir(names[1]), f"allocation key {key!r} belongs to several episodes: {', '.join(names)}"
+                )
             )
 
 
@@ -378,7 +380,7 @@ def _check_artifacts(
 ) -> None:
     entries = []
     for name, rel, _expected in wanted:
-        path = f"state/{name}/{rel}"
+        path = f"{episode_dir(name)}/{rel}"
         try:
             validate_artifact_path(rel)
         except UsageError as exc:
@@ -395,7 +397,7 @@ def _check_artifacts(
     report.artifact_bytes = sum(e.size for e in entries)
     if not hash_artifacts or not entries:
         return
-    expected = {f"state/{name}/{rel}": exp for name, rel, exp in wanted}
+    expected = {f"{episode_dir(name)}/{rel}": exp for name, rel, exp in wanted}
     by_pointer, findings = check_pointers(snap, entries, expected)
     report.problems.extend(Problem(*finding) for finding in findings)
     entries = [e for e in entries if e.path not in by_pointer]

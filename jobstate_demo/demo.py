@@ -11,7 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from jobstate.core.money import totals
+from jobstate.core.costs import totals
 from jobstate.episode_files import cost_entries
 from jobstate.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator, arm_fault_remote, ledger
@@ -145,10 +145,10 @@ def pipeline_demo(repo: Path) -> None:
         assert isinstance(rows, list)
         print(f"  {'step':<11} {'jobstate ledger':<22} {'vendor charged':<22}")
         for entry in ours:
-            match = [c for c in rows if c["task_id"] == entry["remote_ref"]]
+            match = [c for c in rows if c["task_id"] == entry.remote_ref]
             vendor_side = f"{match[0]['amount']} {match[0]['currency']} {match[0]['task_id']}" if match else "-"
-            our_side = f"{entry['amount']} {entry['currency']} {entry['remote_ref']}"
-            print(f"  {entry['step']:<11} {our_side:<22} {vendor_side:<22}")
+            our_side = f"{entry.amount} {entry.currency} {entry.remote_ref}"
+            print(f"  {entry.step:<11} {our_side:<22} {vendor_side:<22}")
 
         print(f"  total: jobstate {totals(ours)}, vendor {theirs['totals']}, vendor charges: {len(rows)}")
         if totals(ours) != theirs["totals"] or len(rows) != len(ours):

@@ -6,7 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from jobstate.core.money import check_cost_entry, totals, validate_amount, validate_currency
+from jobstate.core.costs import cost_entry_from_yaml_dict, totals
+from jobstate.core.money import validate_amount, validate_currency
 from jobstate.core.records import AttemptState, Episode, episode_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
 
@@ -40,7 +41,8 @@ def test_amounts_are_decimal_strings_only(amount: object) -> None:
 
 
 def test_totals_are_exact_per_currency() -> None:
-    entries = [{"amount": "0.10", "currency": "USD"}] * 3 + [{"amount": "1", "currency": "EUR"}]
+    rows = [("0.10", "USD")] * 3 + [("1", "EUR")]
+    entries = [cost_entry_from_yaml_dict({"step": "s", "amount": a, "currency": c, "at": "x"}, "c") for a, c in rows]
     assert totals(entries) == {"EUR": "1", "USD": "0.30"}
     assert validate_amount(Decimal("12.40")) == "12.40"
     with pytest.raises(UsageError):
@@ -49,4 +51,4 @@ def test_totals_are_exact_per_currency() -> None:
 
 def test_a_cost_entry_with_a_float_amount_is_invalid_state() -> None:
     with pytest.raises(StateInvalid, match="invalid amount"):
-        check_cost_entry({"step": "generate", "amount": 12.4, "currency": "USD", "at": "x"}, "costs.yaml")
+        cost_entry_from_yaml_dict({"step": "generate", "amount": 12.4, "currency": "USD", "at": "x"}, "costs.yaml")

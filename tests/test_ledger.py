@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation import allocate
-from jobstate.core.money import Charge, recorded_charge
+from jobstate.core.costs import Charge, cost_entry_from_yaml_dict, recorded_charge
 from jobstate.core.periods import parse_period
 from jobstate.episode_files import cost_entries
 from jobstate.errors import ChargeConflict, UsageError
@@ -28,7 +28,7 @@ def episode(store: Store) -> str:
 
 
 def _ledger(store: Store, episode: str) -> list[tuple[str, str, str | None, str | None]]:
-    return [(e["amount"], e["currency"], e["remote_ref"], e.get("charge_id")) for e in cost_entries(store, episode)]
+    return [(e.amount, e.currency, e.remote_ref, e.charge_id) for e in cost_entries(store, episode)]
 
 
 def test_several_charges_of_one_task_are_all_recorded(store: Store, episode: str) -> None:
@@ -96,7 +96,7 @@ def test_charges_without_a_remote_task_are_told_apart_by_attempt(store: Store, e
     with paid_step(store, episode, "generate") as step:
         assert step.attempt == 2
         assert step.cost("0.50", "USD") is True
-    assert [(e["amount"], e["attempt"]) for e in cost_entries(store, episode)] == [("0.50", 1), ("0.50", 2)]
+    assert [(e.amount, e.attempt) for e in cost_entries(store, episode)] == [("0.50", 1), ("0.50", 2)]
 
 
 @pytest.mark.parametrize(
@@ -129,8 +129,11 @@ def test_amounts_are_decimal_strings_at_the_api(
 
 def test_recorded_charge_is_pure_and_matches_by_identity() -> None:
     entries = [
-        {"step": "gen", "amount": "1.00", "currency": "USD", "remote_ref": "t", "at": "x"},
-        {"step": "gen", "amount": "2.00", "currency": "USD", "remote_ref": "t", "charge_id": "b", "at": "x"},
+        cost_entry_from_yaml_dict(e, "costs.yaml")
+        for e in (
+            {"step": "gen", "amount": "1.00", "currency": "USD", "remote_ref": "t", "at": "x"},
+            {"step": "gen", "amount": "2.00", "currency": "USD", "remote_ref": "t", "charge_id": "b", "at": "x"},
+        )
     ]
     first = Charge("gen", "1.0", "USD", "t", 1)
     assert recorded_charge(entries, first, 1) is entries[0]

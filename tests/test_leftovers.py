@@ -196,5 +196,5 @@ def test_a_charge_a_killed_run_reported_is_recorded_by_the_next_run(
     assert code == 0, err
     assert "recorded 12.40 USD that an interrupted run" in err
     entries = cost_entries(store, EID)
-    assert [(e["amount"], e["currency"], e["remote_ref"]) for e in entries] == [("12.40", "USD", "task-7")]
+    assert [(e.amount, e.currency, e.remote_ref) for e in entries] == [("12.40", "USD", "task-7")]
     assert status(repo) == ""

@@ -109,7 +109,7 @@ def test_happy_path_records_intent_ref_cost_artifact(
     assert [a.state for a in subs] == ["completed"]
     assert subs[0].idempotency_key == key
     assert subs[0].remote_ref == "task-1"
-    assert cost_entries(store, episode)[0]["amount"] == "12.40"
+    assert cost_entries(store, episode)[0].amount == "12.40"
     assert status(repo) == ""
     log = git(repo, "log", "--format=%s")
     assert "intent 2026-W32-0 generate attempt 1" in log
@@ -147,7 +147,7 @@ def test_body_raising_after_accept_keeps_ref_and_next_run_resumes(
         spy.load_credentials()
         step.cost("12.40", "USD")
     assert len(vendor.charges()) == 1
-    assert [e["remote_ref"] for e in cost_entries(store, episode)] == ["task-1"]
+    assert [e.remote_ref for e in cost_entries(store, episode)] == ["task-1"]
 
 
 def test_body_raising_before_accept_is_unknown_then_refused(store: Store, episode: str) -> None:
@@ -217,7 +217,7 @@ def test_sigkill_between_intent_and_accept_then_resolve_charges_once(
         assert subs[-1].state == "completed"
         assert subs[0].resolution is not None
         assert subs[0].resolution["by"] == "ops"
-        assert [e["amount"] for e in cost_entries(store, episode)] == ["12.40"]
+        assert [e.amount for e in cost_entries(store, episode)] == ["12.40"]
     assert status(repo) == ""
 
 

@@ -102,7 +102,7 @@ def test_sigkills_of_jobstate_run_lose_nothing_and_charge_nothing_twice(repo: Pa
     with Store(repo) as store:
         for episode in store.episodes("2026-W32"):
             for entry in cost_entries(store, episode.episode_id):
-                ledger[(str(entry["remote_ref"]), str(entry["amount"]))] += 1
+                ledger[(str(entry.remote_ref), str(entry.amount))] += 1
     theirs = Counter((c["task_id"], c["amount"]) for c in charges)
     assert max(theirs.values()) == 1  # the vendor charged no idempotency key twice
     assert ledger == theirs  # every charge in the ledger, once
