@@ -180,6 +180,15 @@ def _ledger_added(diff: Diff, eid: str, old: list[E], new: list[E], *, kind: str
     return added
 
 
+_COST_FIELDS = ("step", "amount", "currency", "remote_ref")
+_DECISION_FIELDS = ("status", "by", "at", "reason")
+
+
+def _row(eid: str, record: tuple[Any, ...], names: tuple[str, ...], **extra: Any) -> dict[str, Any]:
+    """What diff reports of a typed record: the episode, ``extra``, then the named fields."""
+    return {"episode_id": eid, **extra, **{name: getattr(record, name) for name in names}}
+
+
 def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
     eid = new.episode_id
     if old is not None and old.completed_at is not None and old.episode_id == eid:
@@ -193,33 +202,14 @@ def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
                 }
             )
     _steps(eid, old, new, diff)
-    added = _ledger_added(
+    costs = _ledger_added(
         diff, eid, old.costs if old else [], new.costs, kind="cost entry rewritten", what="an existing cost entry"
     )
-    for entry in added:
-        diff.costs.append(
-            {
-                "episode_id": eid,
-                "period_id": new.period_id,
-                "step": entry.step,
-                "amount": entry.amount,
-                "currency": entry.currency,
-                "remote_ref": entry.remote_ref,
-            }
-        )
+    diff.costs += [_row(eid, c, _COST_FIELDS, period_id=new.period_id) for c in costs]
     decided = _ledger_added(
         diff, eid, old.decisions if old else [], new.decisions, kind="decision rewritten", what="an approval decision"
     )
-    for d in decided:
-        diff.decisions.append(
-            {
-                "episode_id": eid,
-                "status": d.status,
-                "by": d.by,
-                "at": d.at,
-                "reason": d.reason,
-            }
-        )
+    diff.decisions += [_row(eid, d, _DECISION_FIELDS) for d in decided]
     if new.completed_at is not None and (old is None or old.completed_at is None):
         diff.completed.append({"episode_id": eid, "completed_at": new.completed_at, "cost_totals": totals(new.costs)})
 

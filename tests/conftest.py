@@ -75,6 +75,16 @@ def git_init(path: Path, object_format: str = "sha1", *, bare: bool = False) -> 
     git(path, *args)
 
 
+def plain_repo(path: Path) -> Path:
+    """A git repository with one commit of one file and no jobstate in it."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q")
+    (path / "README").write_text("x\n")
+    git(path, "add", "README")
+    git(path, "commit", "-qm", "first")
+    return path
+
+
 @pytest.fixture
 def object_format(request: pytest.FixtureRequest) -> str:
     """The object format of the ``repo`` fixture: SHA-1 unless a test is marked ``both_formats``."""

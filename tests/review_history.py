@@ -47,6 +47,15 @@ def _paid(store: Store, eid: str, step: str, ref: str, *, amount: str, artifact:
         handle.artifact(artifact)
 
 
+def _left_unknown(store: Store, eid: str, step: str) -> None:
+    """A paid step whose body died after its intent was committed: unknown until resolved."""
+    try:
+        with paid_step(store, eid, step):
+            raise Interrupted
+    except Interrupted:
+        pass
+
+
 def build_pipeline_history(repo: Path) -> Path:
     """The history described in the module docstring, in a new repository at ``repo``."""
     make_legacy_repo(repo, ["2026-W30", "2026-W31"])
@@ -58,11 +67,7 @@ def build_pipeline_history(repo: Path) -> Path:
     git(repo, "tag", "week-start")
     with Store(repo, now=clock, lock_timeout=5) as store:
         eid = allocate(store, "weekly-episode:2026-08-14", W33).episode_id
-        try:
-            with paid_step(store, eid, "generate"):
-                raise Interrupted
-        except Interrupted:
-            pass
+        _left_unknown(store, eid, "generate")
         resolve(store, eid, "generate", accepted="task-1", by="ops-oncall", reason="vendor ledger lists task-1")
         _paid(store, eid, "generate", "task-1", amount="12.40", artifact="final.txt")
         approve(store, eid, by="editor", reject=True, reason="intro too long")
@@ -71,10 +76,6 @@ def build_pipeline_history(repo: Path) -> Path:
         approve(store, eid, by="editor")
         complete(store, eid)
         second = allocate(store, "manual-rerun:2026-08-15", W33).episode_id
-        try:
-            with paid_step(store, second, "generate"):
-                raise Interrupted
-        except Interrupted:
-            pass
+        _left_unknown(store, second, "generate")
         allocate(store, "scheduled-run:2026-08-21", parse_period("2026-W34"))
     return repo

@@ -12,7 +12,7 @@ from jobstate import errors
 from jobstate.main import main
 from jobstate.setup_repo import init
 
-from .conftest import git
+from .conftest import git, plain_repo
 
 EID = "2026-W32-0"
 
@@ -27,13 +27,7 @@ def _allocated(tmp_path: Path) -> Path:
 
 
 def _uninitialised(tmp_path: Path) -> Path:
-    path = tmp_path / "plain-git"
-    path.mkdir()
-    git(path, "init", "-q")
-    (path / "README").write_text("x\n")
-    git(path, "add", "README")
-    git(path, "commit", "-qm", "first")
-    return path
+    return plain_repo(tmp_path / "plain-git")
 
 
 def _not_git(tmp_path: Path) -> Path:

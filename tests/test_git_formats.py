@@ -22,6 +22,15 @@ def _git_version() -> tuple[int, int]:
     return int(found.group(1)), int(found.group(2))
 
 
+def _allocate_a_b_and_retry_a(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for key, expected in (("a", "2026-W32-0"), ("b", "2026-W32-1"), ("a", "2026-W32-0")):
+        capsys.readouterr()
+        code = main(["--repo", str(repo), "allocate", "--key", key, "--week", "2026-W32"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert out == expected + "\n"
+
+
 def test_init_allocate_and_verify_on_a_fresh_sha256_repository(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -29,12 +38,7 @@ def test_init_allocate_and_verify_on_a_fresh_sha256_repository(
     git_init(repo, "sha256")
     code = main(["--repo", str(repo), "init"])
     assert code == 0, capsys.readouterr().err
-    for key, expected in (("a", "2026-W32-0"), ("b", "2026-W32-1"), ("a", "2026-W32-0")):
-        capsys.readouterr()
-        code = main(["--repo", str(repo), "allocate", "--key", key, "--week", "2026-W32"])
-        out, err = capsys.readouterr()
-        assert code == 0, err
-        assert out == expected + "\n"
+    _allocate_a_b_and_retry_a(repo, capsys)
     assert status(repo) == ""
     git(repo, "fsck", "--strict", "--no-dangling")
     head = git(repo, "rev-parse", "HEAD").strip()
@@ -75,11 +79,6 @@ def test_reftable_repository_allocates_and_retries(tmp_path: Path, capsys: pytes
     git(repo, "init", "-q", "-b", "main", "--ref-format=reftable")
     assert GitRepo(repo).reftable
     assert main(["--repo", str(repo), "init"]) == 0, capsys.readouterr().err
-    for key, expected in (("a", "2026-W32-0"), ("b", "2026-W32-1"), ("a", "2026-W32-0")):
-        capsys.readouterr()
-        code = main(["--repo", str(repo), "allocate", "--key", key, "--week", "2026-W32"])
-        out, err = capsys.readouterr()
-        assert code == 0, err
-        assert out == expected + "\n"
+    _allocate_a_b_and_retry_a(repo, capsys)
     assert GitRepo(repo).head_commit() == git(repo, "rev-parse", "HEAD").strip()
     assert status(repo) == ""

@@ -8,19 +8,14 @@ from pathlib import Path
 
 from jobstate.main import main
 
-from .conftest import git, status
+from .conftest import git, plain_repo, status
 
 EID = "2026-W32-0"
 
 
 def test_run_from_a_pre_commit_hook_of_another_repository(repo: Path, tmp_path: Path) -> None:
     assert main(["--repo", str(repo), "allocate", "--key", "k", "--week", "2026-W32"]) == 0
-    pipeline = tmp_path / "pipeline"
-    pipeline.mkdir()
-    git(pipeline, "init", "-q")
-    (pipeline / "a.txt").write_text("a\n")
-    git(pipeline, "add", "a.txt")
-    git(pipeline, "commit", "-qm", "first")
+    pipeline = plain_repo(tmp_path / "pipeline")
     out = tmp_path / "hook-out"
     # git commit -a runs pre-commit with GIT_INDEX_FILE set to the pipeline's absolute .git/index.lock
     run = [sys.executable, "-m", "jobstate", "--repo", str(repo), "run", "--episode", EID, "--step", "generate"]
@@ -32,7 +27,7 @@ def test_run_from_a_pre_commit_hook_of_another_repository(repo: Path, tmp_path: 
         "env | grep '^GIT_INDEX_FILE=' >> " + shlex.quote(str(out)) + "\n"
     )
     hook.chmod(0o755)
-    (pipeline / "a.txt").write_text("b\n")
+    (pipeline / "README").write_text("y\n")
     git(pipeline, "commit", "-qam", "trigger the hook")
     report = out.read_text()
     assert f"GIT_INDEX_FILE={pipeline}" in report  # the hook really ran with the other repository's index

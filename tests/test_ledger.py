@@ -44,12 +44,17 @@ def test_several_charges_of_one_task_are_all_recorded(store: Store, episode: str
     ]
 
 
-def test_resumed_run_replaying_its_charges_adds_nothing(store: Store, repo: Path, episode: str) -> None:
+def _killed_after_charging(store: Store, episode: str, upscale: str) -> None:
+    """A run of generate accepted as task-1 that recorded 12.40 USD and an upscale charge, then died."""
     with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
         step.accepted("task-1")
         step.cost("12.40", "USD")
-        step.cost("2.5", "USD", charge_id="upscale")
+        step.cost(upscale, "USD", charge_id="upscale")
         raise RuntimeError("killed after the costs landed")
+
+
+def test_resumed_run_replaying_its_charges_adds_nothing(store: Store, repo: Path, episode: str) -> None:
+    _killed_after_charging(store, episode, "2.5")
     head = git(repo, "rev-parse", "HEAD")
     with paid_step(store, episode, "generate") as step:
         assert step.remote_ref == "task-1"
@@ -69,11 +74,7 @@ def test_contradicting_replay_is_an_error_naming_both(
     store: Store, repo: Path, episode: str, case: tuple[str, str, str | None]
 ) -> None:
     amount, currency, charge_id = case
-    with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
-        step.accepted("task-1")
-        step.cost("12.40", "USD")
-        step.cost("2.50", "USD", charge_id="upscale")
-        raise RuntimeError("killed")
+    _killed_after_charging(store, episode, "2.50")
     head = git(repo, "rev-parse", "HEAD")
     with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
         with pytest.raises(ChargeConflict) as info:

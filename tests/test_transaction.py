@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from jobstate.core.periods import parse_period
 from jobstate.store import Store
 
 from .conftest import committed_files, git, run_cli, status
+from .fakegit import fake_git, git_on_path
 
 W32 = parse_period("2026-W32")
 
@@ -48,8 +48,6 @@ def test_soft_reset_does_not_hand_an_existing_episode_to_a_new_key(store: Store,
 
 
 def test_kill_before_a_paid_record_lands_is_undone_by_the_next_command(repo: Path, tmp_path: Path) -> None:
-    from .fakegit import fake_git
-
     eid = run_cli("allocate", "--key", "a", "--week", "2026-W32", cwd=repo).stdout.strip()
     env = fake_git(tmp_path, "update-ref")
     script = "import sys; sys.exit(0)"
@@ -76,17 +74,12 @@ exec {real} "$@"
 def test_a_user_commit_while_jobstate_commits_fails_instead_of_deleting_episodes(repo: Path, tmp_path: Path) -> None:
     # jobstate holds index.lock from before the branch moves until the index has the new episode:
     # a git commit of the user's at that moment is refused, and the next one keeps the episode
-    real = shutil.which("git")
-    assert real is not None
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "git").write_text(_HOLD_INDEX.format(real=real))
-    (bindir / "git").chmod(0o755)
+    fake = git_on_path(tmp_path, _HOLD_INDEX)
     armed, holding, release = tmp_path / "armed", tmp_path / "holding", tmp_path / "release"
     armed.write_text("")
     env = {
         **os.environ,
-        "PATH": f"{bindir}:{os.environ['PATH']}",
+        **fake,
         "HOLD_ARMED": str(armed),
         "HOLDING": str(holding),
         "RELEASE": str(release),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 from jobstate.store import Store
 
 from .conftest import both_formats, committed_files, git, run_cli, status
-from .fakegit import fake_git, run_killed
+from .fakegit import fake_git, git_on_path, run_killed
 
 KILLS = int(os.environ.get("JOBSTATE_TEST_KILLS", "100"))
 
@@ -81,22 +80,18 @@ def test_kill_between_write_and_commit_or_commit_and_index(repo: Path, tmp_path:
 
 def test_kill_inside_the_index_update_leaves_nothing_that_wedges(repo: Path, tmp_path: Path) -> None:
     # git itself killed while it holds the private index lock
-    real = shutil.which("git")
-    assert real is not None
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir()
-    (bindir / "git").write_text(
+    fake = git_on_path(
+        tmp_path,
         '#!/bin/sh\nif [ "$1" = update-index ] && [ -n "$GIT_INDEX_FILE" ]; then\n'
         '  : > "$GIT_INDEX_FILE.lock"; kill -9 $PPID; kill -9 $$\nfi\n'
-        f'exec {real} "$@"\n'
+        'exec {real} "$@"\n',
     )
-    (bindir / "git").chmod(0o755)
     proc = subprocess.run(
         [sys.executable, "-m", "jobstate", "allocate", "--key", "victim", "--week", "2026-W32"],
         cwd=repo,
         capture_output=True,
         text=True,
-        env={**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"},
+        env={**os.environ, **fake},
         check=False,
     )
     assert proc.returncode == -signal.SIGKILL
@@ -120,15 +115,10 @@ exec {real} "$@"
 def test_a_ref_lock_left_by_a_git_killed_with_jobstate_is_removed_by_the_next_command(
     repo: Path, tmp_path: Path
 ) -> None:
-    real = shutil.which("git")
-    assert real is not None
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "git").write_text(_KILLED_REF_LOCK.format(real=real))
-    (bindir / "git").chmod(0o755)
+    fake = git_on_path(tmp_path, _KILLED_REF_LOCK)
     armed, lock = tmp_path / "armed", repo / ".git" / "refs" / "heads" / "main.lock"
     armed.write_text("")
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}", "KILL_ARMED": str(armed), "REF_LOCK": str(lock)}
+    env = {**fake, "KILL_ARMED": str(armed), "REF_LOCK": str(lock)}
     run_killed(repo, env, "allocate", "--key", "victim", "--week", "2026-W32")
     assert lock.exists()  # what git update-ref leaves when it dies holding the lock
     again = run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=repo)
