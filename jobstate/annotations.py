@@ -20,7 +20,7 @@ _KEYS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
     (re.compile(r"^artifact '([^']+)'"), ("artifacts", "{0}")),
     (re.compile(r"^field '([^']+)'"), ("{0}",)),
     (re.compile(r"^(episode_id|period_id|week_id|sequence|allocation_key|completed_at) "), ("{0}",)),
-    (re.compile(r"^malformed cost entry"), ("entries",)),
+    (re.compile(r"^(a )?cost entr"), ("entries",)),
     (re.compile(r"^'steps'"), ("steps",)),
 ]
 

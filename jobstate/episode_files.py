@@ -39,16 +39,19 @@ def artifacts(store: Store, episode_id: str) -> dict[str, Artifact]:
     return artifacts_from_yaml_dict(load_file(path, rel), rel) if path.exists() else {}
 
 
-def decisions(store: Store, episode_id: str) -> list[Decision]:
-    """The review decisions, oldest first. Read-only."""
+def approval_file(store: Store, episode_id: str) -> tuple[list[Decision], dict[str, Any]]:
+    """The review decisions, oldest first, and the file as read (empty when absent). Read-only."""
     rel = record_path(episode_id, APPROVAL)
     path = store.path(rel)
-    return approvals_from_yaml_dict(load_file(path, rel), rel) if path.exists() else []
+    if not path.exists():
+        return [], {}
+    data = load_file(path, rel)
+    return approvals_from_yaml_dict(data, rel), data
 
 
 def approval(store: Store, episode_id: str) -> Decision | None:
     """The latest review decision, or None. Read-only."""
-    found = decisions(store, episode_id)
+    found, _data = approval_file(store, episode_id)
     return found[-1] if found else None
 
 

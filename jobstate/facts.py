@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from jobstate.core.approvals import Decision, decision_from_yaml_dict
+from jobstate.core.approvals import Decision, legacy_decision
 from jobstate.core.artifacts import Artifact, artifact_map
 from jobstate.core.attempts import Attempt
 from jobstate.core.clock import time_text
@@ -104,9 +104,7 @@ def fill_from_episode_fields(facts: Facts, data: dict[str, Any], path: str, prob
         problems.append(Problem(path, "remote_tasks must be a list of strings"))
     else:
         facts.remote_refs += refs
-    if data.get("approval") is not None:
-        legacy = read_reporting(path, problems, lambda _found: decision_from_yaml_dict(data["approval"], path))
-        facts.approval = decided(legacy) or facts.approval
+    facts.approval = decided(legacy_decision(data.get("approval"))) or facts.approval
     if data.get("completed_at") is not None:
         facts.completed_at = time_text(data["completed_at"])
 

@@ -13,6 +13,7 @@ import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobstate.core.artifacts import artifact_map
 from jobstate.core.clock import format_time
 from jobstate.core.layout import HISTORY, STATE
 from jobstate.core.names import validate_artifact_path
@@ -149,24 +150,20 @@ def plan(store: Store, migrated_at: str) -> list[Move]:
 
 def _check_artifacts(store: Store, week: str, rel: str) -> None:
     data = load_file(store.path(rel), rel)
-    found = data.get("artifacts") if isinstance(data, dict) else None
-    if not found:
-        return
-    if not isinstance(found, dict):
-        raise StateInvalid(f"{rel}: artifacts must map file names to 'sha256:<hex>'")
-    for name, digest in found.items():
+    found = artifact_map(data.get("artifacts") if isinstance(data, dict) else None, rel)
+    for name, recorded in found.items():
         try:
-            validate_artifact_path(str(name))
+            validate_artifact_path(name)
         except UsageError as exc:
             raise StateInvalid(f"{rel}: {exc}") from None
         path = store.path(f"{STATE}/{week}/{name}")
         if not path.is_file() or path.is_symlink():
             raise StateInvalid(f"{STATE}/{week}/{name}: recorded artifact is missing; migration refused")
         actual, _size = sha256_file(path)
-        if f"sha256:{actual}" != digest:
+        if actual != recorded.sha256:
             raise StateInvalid(
-                f"{STATE}/{week}/{name}: sha256 {actual[:16]}… no longer matches the recorded {str(digest)[:23]}…; "
-                "migration refused: restore the file first"
+                f"{STATE}/{week}/{name}: sha256 {actual[:16]}… no longer matches the recorded "
+                f"sha256:{recorded.sha256[:16]}…; migration refused: restore the file first"
             )
 
 

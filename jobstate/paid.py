@@ -317,6 +317,8 @@ def paid_step(
     try:
         handle = _begin(store, episode_id, step, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
         yield handle
+        if handle._attempt.state == AttemptState.NOT_SUBMITTED:
+            return  # the body said the vendor has nothing: not a completion; a new attempt may follow
         done: dict[str, Any] = {"state": AttemptState.COMPLETED, "completed_at": handle._now()}
         settled = settle(handle._attempt, handle.spent())
         if settled is not None:

@@ -11,7 +11,7 @@ from jobstate.core.clock import format_time
 from jobstate.core.costs import totals
 from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.records import AttemptState
-from jobstate.episode_files import approval, artifacts, cost_entries, decisions, record_change, submissions
+from jobstate.episode_files import approval, approval_file, artifacts, cost_entries, record_change, submissions
 from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, StepRunning, SubmissionUnknown, UsageError
 from jobstate.leftovers import remove_temp_files, running_steps
 from jobstate.paid import guard, resolve_command
@@ -40,7 +40,7 @@ def approve(
     def decide(_cat: Catalog) -> StateChange[Decision]:
         guard(store, episode_id, notify=notify)
         _refuse_open_steps(store, episode_id, "approve")
-        earlier = decisions(store, episode_id)
+        earlier, read = approval_file(store, episode_id)
         decision = new_decision("rejected" if reject else "approved", by, format_time(store.now()), reason or None)
         if earlier and earlier[-1].same_as(decision):
             # the same decision re-run (e.g. after a kill that landed): record nothing new
@@ -49,7 +49,7 @@ def approve(
             )
         message = f"{decision.status} {episode_id} by {by}"
         return record_change(
-            store, episode_id, {APPROVAL: approvals_to_yaml_dict([*earlier, decision])}, message, result=decision
+            store, episode_id, {APPROVAL: approvals_to_yaml_dict([*earlier, decision], read)}, message, result=decision
         )
 
     return transact(store, decide)

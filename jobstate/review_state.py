@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from jobstate.config import config_from_yaml_dict
-from jobstate.core.approvals import Decision, approvals_from_yaml_dict, decision_from_yaml_dict
+from jobstate.core.approvals import Decision, approvals_from_yaml_dict, legacy_decision
 from jobstate.core.artifacts import Artifact, artifact_map, artifacts_from_yaml_dict
 from jobstate.core.attempts import Steps, submissions_from_yaml_dict
 from jobstate.core.budget import Budget
@@ -130,8 +130,9 @@ def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list
         view.costs += _reporting(
             lambda found: cost_list(data.get("costs"), source, found, legacy=True), source, unreadable
         )
-        if data.get("approval") is not None:
-            view.decisions.insert(0, decision_from_yaml_dict(data["approval"], source))
+        legacy = legacy_decision(data.get("approval"))
+        if legacy is not None:
+            view.decisions.insert(0, legacy)
         if data.get("completed_at") is not None:
             view.legacy_completed_at = str(data["completed_at"])
         view.artifacts.update(

@@ -48,6 +48,19 @@ def test_verify_github_annotations_point_at_the_yaml_line(history: Path, capsys:
     assert f"::error file=state/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}," in out
 
 
+def test_a_malformed_cost_entry_is_annotated_at_the_ledger_entries(
+    history: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    costs = history / "state/2026-W33-0/costs.yaml"
+    costs.write_text(costs.read_text().replace("amount: '12.40'", "amount: '12,40'", 1))
+    git(history, "commit", "-qam", "a comma for a point")
+    assert main(["verify", "--repo", str(history), "--rev", "HEAD", "--format", "github"]) == 1
+    out = capsys.readouterr().out
+    line = _line_of(costs, "entries:")
+    assert line > 1
+    assert f"::error file=state/2026-W33-0/costs.yaml,line={line},title=jobstate verify::cost entry" in out, out
+
+
 def test_github_annotations_escape_newlines_and_commas() -> None:
     from jobstate.annotations import _escape_data, _escape_property
 

@@ -48,6 +48,7 @@ def test_a_malformed_record_is_state_invalid_naming_the_file_and_path(record: An
     assert len(problems) == 1
 
 
-def test_artifacts_must_be_a_mapping() -> None:
+@pytest.mark.parametrize("value", [["final.mp4"], None, "final.mp4"])
+def test_artifacts_must_be_a_mapping(value: Any) -> None:
     with pytest.raises(StateInvalid, match="artifacts must be a mapping"):
-        artifacts_from_yaml_dict({"schema": 1, "artifacts": ["final.mp4"]}, SOURCE)
+        artifacts_from_yaml_dict({"schema": 1, "artifacts": value}, SOURCE)

@@ -180,6 +180,23 @@ def test_unquoted_yaml_timestamps_are_taken_as_they_are_and_preserved(legacy: Pa
     assert status(legacy) == ""
 
 
+@pytest.mark.parametrize("approval", ["{status: approved, by: editor}", "{status: pending}", "approved"])
+def test_a_legacy_approval_in_any_old_shape_migrates_as_it_was(legacy: Path, approval: str) -> None:
+    # pipelines recorded approvals loosely; a migration keeps them, it does not judge them
+    path = legacy / "state" / "2026-W30" / "episode.yaml"
+    text = path.read_text()
+    old = text[text.index("approval: ") : text.index("\n", text.index("approval: "))]
+    path.write_text(text.replace(old, f"approval: {approval}"))
+    git(legacy, "commit", "-qam", "an approval as an old pipeline wrote it")
+    base = git(legacy, "rev-parse", "HEAD").strip()
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 0, proc.stderr
+    assert f"approval: {approval}" in (legacy / "state" / "2026-W30-0" / "episode.yaml").read_text()
+    proof = run_cli("verify", "--rev", "HEAD", "--against", base, cwd=legacy)
+    assert proof.returncode == 0, proof.stdout
+    assert "preserved:" in proof.stdout, proof.stdout
+
+
 def test_a_migration_whose_proof_fails_writes_nothing(legacy: Path) -> None:
     # a legacy history that disagrees with its episode on when it completed: the migrated pair would
     # not verify; the proof runs on the commit before the branch moves, so nothing is written

@@ -23,6 +23,7 @@ from jobstate.paid import paid_step
 from jobstate.resolution import resolve
 from jobstate.review import approve, complete
 from jobstate.store import Store
+from jobstate.yamlio import loads
 from jobstate_demo.vendor_sim import VendorSimulator, submit
 
 from .conftest import FIXED, both_formats, committed_files, git, run_cli, status, vendor_step
@@ -240,6 +241,34 @@ def test_run_passes_environment_and_exit_code(repo: Path, episode: str) -> None:
     # declared not submitted: the next run is attempt 2 with a new key
     again = run_cli("run", "--episode", episode, "--step", "render", "--", sys.executable, "-c", script, cwd=repo)
     assert json.loads(again.stdout)["JOBSTATE_IDEMPOTENCY_KEY"].startswith(f"{episode}.render.2.")
+
+
+def test_a_command_that_exits_0_saying_nothing_was_submitted_leaves_room_for_a_new_attempt(
+    store: Store, repo: Path, episode: str
+) -> None:
+    script = "import json, os; open(os.environ['JOBSTATE_RESULT'], 'w').write(json.dumps({'submitted': False}))"
+    cmd = ["run", "--episode", episode, "--step", "render", "--", sys.executable, "-c", script]
+    assert run_cli(*cmd, cwd=repo).returncode == 0
+    assert [a.state for a in submissions(store, episode)["render"]] == ["not-submitted"]
+    assert run_cli(*cmd, cwd=repo).returncode == 0  # not "already completed"
+    assert [(a.number, a.state) for a in submissions(store, episode)["render"]] == [
+        (1, "not-submitted"),
+        (2, "not-submitted"),
+    ]
+    with paid_step(store, episode, "render") as step:  # the API alike: a body that says so is not a completion
+        step.not_submitted("the vendor refused")
+    assert submissions(store, episode)["render"][-1].state == "not-submitted"
+
+
+def test_approve_keeps_what_else_approval_yaml_says(store: Store, repo: Path, episode: str) -> None:
+    approve(store, episode, by="editor", reject=True, reason="audio glitch")
+    path = repo / "state" / episode / "approval.yaml"
+    path.write_text(path.read_text() + "note: reviewed in ticket 42\n")
+    git(repo, "commit", "-qam", "a note by hand")
+    approve(store, episode, by="editor")
+    text = path.read_text()
+    assert "note: reviewed in ticket 42" in text
+    assert [d["status"] for d in loads(text, "approval.yaml")["decisions"]] == ["rejected", "approved"]
 
 
 _SEES_REF = """

@@ -99,6 +99,22 @@ def test_changes_that_should_never_happen_come_first_and_loud(
     assert "state/2026-W33-0/costs.yaml" in md
 
 
+def test_a_completed_attempt_marked_superseded_by_hand_is_loud(
+    history: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # only jobstate resolve --supersede closes an attempt that way, with the operator's decision
+    subs = history / "state/2026-W33-1/submissions.yaml"
+    subs.write_text(subs.read_text().replace("state: intent", "state: superseded", 1))
+    git(history, "commit", "-qam", "closed by hand")
+    code, out, err = _cli(capsys, "diff", "HEAD~1", "--repo", str(history), "--strict")
+    assert code == 1, err
+    assert "submission rewritten" in out
+    assert "superseded without the operator's decision" in out
+    code, _out, err = _cli(capsys, "show", "2026-W33-1", "--repo", str(history))
+    assert code == 7
+    assert "superseded without the operator's decision" in err
+
+
 def test_diff_and_report_write_nothing(history: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     before = tree_state(history)
     out = tmp_path / "out"

@@ -8,7 +8,7 @@ history, and the single ``approval:`` mapping of a legacy episode.yaml; ``verify
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from jobstate.core.clock import time_text
@@ -49,18 +49,33 @@ def decision_from_yaml_dict(data: Any, source: str) -> Decision:
     if not isinstance(data, dict):
         raise StateInvalid(f"{source}: a decision must be a mapping, found {reprlib.repr(data)}")
     status = data.get("status")
-    if status not in STATUSES:
-        raise StateInvalid(f"{source}: decision status {status!r} is not one of {', '.join(STATUSES)}")
+    if not isinstance(status, str) or status not in STATUSES:
+        raise StateInvalid(f"{source}: decision status {reprlib.repr(status)} is not one of {', '.join(STATUSES)}")
     by = data.get("by")
     if not isinstance(by, str) or not by.strip():
-        raise StateInvalid(f"{source}: a {status} decision must say by whom, found {reprlib.repr(by)}")
+        raise StateInvalid(f"{source}: the {status} decision must say by whom, found {reprlib.repr(by)}")
     at = time_text(data.get("at"))
     if at is None:
-        raise StateInvalid(f"{source}: a {status} decision must say when, found {reprlib.repr(data.get('at'))}")
+        raise StateInvalid(f"{source}: the {status} decision must say when, found {reprlib.repr(data.get('at'))}")
     reason = data.get("reason")
     if reason is not None and not isinstance(reason, str):
         raise StateInvalid(f"{source}: a decision's reason must be text, found {reprlib.repr(reason)}")
     return Decision(status, by, at, reason, dict(data))
+
+
+def legacy_decision(value: Any) -> Decision | None:
+    """The ``approval:`` of a legacy episode.yaml (and of a history file), read as leniently as
+    migrations always have: any mapping with a status is a decision, anything else is none."""
+    if not isinstance(value, dict) or "status" not in value:
+        return None
+    reason = value.get("reason")
+    return Decision(
+        str(value["status"]),
+        str(value.get("by")),
+        time_text(value.get("at")) or str(value.get("at")),
+        reason if isinstance(reason, str) else None,
+        dict(value),
+    )
 
 
 def approvals_from_yaml_dict(data: Any, source: str) -> list[Decision]:
@@ -73,6 +88,6 @@ def approvals_from_yaml_dict(data: Any, source: str) -> list[Decision]:
     return [decision_from_yaml_dict(d, source) for d in decisions]
 
 
-def approvals_to_yaml_dict(decisions: Sequence[Decision]) -> dict[str, Any]:
-    """The whole file for ``decisions``."""
-    return {"schema": SCHEMA, "decisions": [d.to_yaml_dict() for d in decisions]}
+def approvals_to_yaml_dict(decisions: Sequence[Decision], read: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The whole file for ``decisions``; other top-level fields of the file as ``read`` are kept."""
+    return {"schema": SCHEMA, **(read or {}), "decisions": [d.to_yaml_dict() for d in decisions]}

@@ -79,6 +79,8 @@ def artifacts_from_yaml_dict(data: Any, source: str, problems: list[str] | None 
     """Check a loaded artifacts.yaml."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise StateInvalid(f"{source}: expected a mapping with schema: {SCHEMA}")
+    if not isinstance(data.get("artifacts", {}), dict):
+        raise StateInvalid(f"{source}: artifacts must be a mapping of path to hash")
     return artifact_map(data.get("artifacts", {}), source, problems)
 
 

@@ -70,7 +70,7 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
     if not isinstance(data, dict):
         raise StateInvalid(f"{where}: an attempt must be a mapping, found {reprlib.repr(data)}")
     state = data.get("state")
-    if state not in STATES:
+    if not isinstance(state, str) or state not in STATES:
         raise StateInvalid(f"{where}: unknown state {state!r} (known: {', '.join(sorted(STATES))})")
     number = data.get("attempt")
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
@@ -88,6 +88,9 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
         if value is not None and not isinstance(value, dict):
             raise StateInvalid(f"{where}: {name} must be a mapping, found {reprlib.repr(value)}")
         mappings[name] = value
+    if state == AttemptState.SUPERSEDED and (mappings["resolution"] or {}).get("decision") != "superseded":
+        # only an operator closes an attempt this way, and a new attempt (a new charge) follows it
+        raise StateInvalid(f"{where}: superseded without the operator's decision (resolution: decision: superseded)")
     return Attempt(
         step=step,
         number=number,

@@ -61,7 +61,7 @@ def episode_status(
         return "unknown"
     if states & {"running", "accepted"} or running:
         return "running"
-    if approval is not None:
+    if approval is not None and approval.status in ("approved", "rejected"):  # a legacy one may say anything
         return approval.status
     if "completed" in states:
         return "running"
