@@ -153,6 +153,11 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
             )
     _warn_unknown_fields(report, result, notify)
     _record(step, episode_id, step_name, report, result=result, notify=notify)
+    if code == 0 and step.remote_ref is None and report.get("submitted") is False:
+        notify(
+            f"step {step_name} of {episode_id} attempt {step.attempt} was not submitted "
+            f"({report.get('error', 'no reason given')}); the next run starts attempt {step.attempt + 1}"
+        )
     if code != 0:
         state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
         if step.remote_ref is None and report.get("submitted") is not False:

@@ -248,7 +248,9 @@ def test_a_command_that_exits_0_saying_nothing_was_submitted_leaves_room_for_a_n
 ) -> None:
     script = "import json, os; open(os.environ['JOBSTATE_RESULT'], 'w').write(json.dumps({'submitted': False}))"
     cmd = ["run", "--episode", episode, "--step", "render", "--", sys.executable, "-c", script]
-    assert run_cli(*cmd, cwd=repo).returncode == 0
+    first = run_cli(*cmd, cwd=repo)
+    assert first.returncode == 0
+    assert "attempt 1 was not submitted (no reason given); the next run starts attempt 2" in first.stderr
     assert [a.state for a in submissions(store, episode)["render"]] == ["not-submitted"]
     assert run_cli(*cmd, cwd=repo).returncode == 0  # not "already completed"
     assert [(a.number, a.state) for a in submissions(store, episode)["render"]] == [
