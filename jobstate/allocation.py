@@ -35,11 +35,7 @@ def allocate(
     the key stays where it is. ``extra`` fields go into a new episode.yaml.
     """
     validate_key(key)
-    if period.kind != store.config.period:
-        raise UsageError(
-            f"period {period.id} is a {period.kind} but {store.root} counts {store.config.period} periods "
-            "(setting period in jobstate.yaml)"
-        )
+    store.require_period_kind(period)
     store.require_initialized()
     found = _committed_answer(store, key, period, keep_period)
     if found is not None:

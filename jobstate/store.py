@@ -19,7 +19,7 @@ from jobstate.catalog import Catalog
 from jobstate.config import Config
 from jobstate.core.clock import utc_now
 from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_path
-from jobstate.core.periods import parse_episode_id
+from jobstate.core.periods import Period, parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict
 from jobstate.errors import EpisodeUnknown, NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo, find_root
@@ -84,6 +84,14 @@ class Store:
         """Refuse to work in a repository that ``jobstate init`` has not set up."""
         if not (self.root / STATE).is_dir():
             raise NotInitialized(f"{self.root} has no state/ directory: run jobstate init there first")
+
+    def require_period_kind(self, period: Period) -> None:
+        """Refuse a period of another kind than the repository counts (``period`` in jobstate.yaml)."""
+        if period.kind != self.config.period:
+            raise UsageError(
+                f"period {period.id} is a {period.kind} but {self.root} counts {self.config.period} periods "
+                "(setting period in jobstate.yaml)"
+            )
 
     @property
     def config(self) -> Config:

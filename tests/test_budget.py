@@ -110,6 +110,11 @@ def test_settlement_below_and_above_the_maximum(repo: Path, tmp_path: Path) -> N
     ]
     subs = (repo / "state" / high / "submissions.yaml").read_text()
     assert "overrun: '1.00'" in subs
+    by_day = json.loads(run_cli("budget", "--period", "2026-08-05", "--json", cwd=repo).stdout)
+    assert by_day["period"] == "2026-W32"  # the budget week that day falls in
+    month = run_cli("budget", "--period", "2026-08", cwd=repo)
+    assert (month.returncode, month.stdout) == (2, "")
+    assert "2026-08 is a month, longer than the budget's iso-week" in month.stderr
 
 
 def test_warning_when_a_step_takes_the_period_past_the_threshold(repo: Path, tmp_path: Path) -> None:

@@ -129,6 +129,9 @@ def test_show_and_list(repo: Path) -> None:
     assert [e["episode_id"] for e in listed] == ["2026-W32-0", "2026-W32-1", "2026-W33-0"]
     assert run_cli("list", "--period", "2026-W33", cwd=repo).stdout.split("\t")[0] == "2026-W33-0"
     assert run_cli("list", "--period", "2026-W99", cwd=repo).returncode == 2
+    other_kind = run_cli("list", "--period", "2026-08", cwd=repo)  # not an empty list: a question it cannot answer
+    assert (other_kind.returncode, other_kind.stdout) == (2, "")
+    assert "2026-08 is a month but" in other_kind.stderr
 
 
 _HOLDER = """

@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 
 from jobstate.budget import usage
 from jobstate.commands._output import print_json
-from jobstate.core.budget import budget_period
+from jobstate.core.budget import budget_period, longer
 from jobstate.core.periods import parse_period, period_of
 from jobstate.errors import UsageError
 from jobstate.store import StoreOptions
@@ -22,7 +22,13 @@ def budget(options: StoreOptions, *, period: str | None, as_json: bool) -> int:
             today = store.now().astimezone(ZoneInfo(config.timezone)).date()
             target = period_of(today, config.budget.per)
         else:
-            target = budget_period(parse_period(period), config.budget.per)
+            asked = parse_period(period)
+            if longer(asked.kind, config.budget.per):  # a month asked of weekly budgets: which week?
+                raise UsageError(
+                    f"--period {asked.id} is a {asked.kind}, longer than the budget's {config.budget.per}: "
+                    f"give a {config.budget.per} or a day in it"
+                )
+            target = budget_period(asked, config.budget.per)
         rows = usage(store, config.budget, target.id)
     if as_json:
         print_json({"period": target.id, "per": config.budget.per, "currencies": [u.to_json() for u in rows.values()]})

@@ -12,7 +12,7 @@ def list_episodes(options: StoreOptions, *, period: str | None, as_json: bool) -
     """Print every episode (of one period) with its status now. Read-only."""
     with options.open() as store:
         if period is not None:
-            parse_period(period)
+            store.require_period_kind(parse_period(period))  # another kind would silently list nothing
         episodes = [describe(store, e, records=False) for e in store.episodes(period)]
     if as_json:
         print_json(episodes)

@@ -50,7 +50,7 @@ def budget_from_yaml_dict(data: Any, period_kind: str, source: str) -> Budget:
         per = PER[per_name]
     else:
         raise StateInvalid(f"{source}: budget.per {per_name!r} is not one of {', '.join(PER)}")
-    if _FINENESS[per] < _FINENESS[period_kind]:
+    if longer(period_kind, per):
         raise StateInvalid(
             f"{source}: budget.per {per_name!r} is finer than the episodes' period ({period_kind}): "
             "a budget period must hold whole episode periods"
@@ -78,6 +78,11 @@ def _warn_fraction(value: Any, source: str) -> str | None:
     if match is None or not 0 < Decimal(value[:-1]) <= 100:
         raise StateInvalid(f"{source}: budget.warn_at must be a percentage such as '80%', found {value!r}")
     return str(Decimal(value[:-1]) / 100)
+
+
+def longer(kind: str, than: str) -> bool:
+    """Whether periods of ``kind`` are longer than those of ``than`` (a month than a week)."""
+    return _FINENESS[kind] > _FINENESS[than]
 
 
 def first_day(period: Period) -> date:
