@@ -272,13 +272,20 @@ def commit(
     with _index_lock(store) as index:
         # written before any branch moves: a kill after that is finished by the next command
         _write_json(marker, asdict(pending))
+        pushed = False
         try:
             pushed = remote is None or git.push(remote, new, ref, expect=parent)
             moved = pushed and git.update_ref(
                 ref, new, parent, "jobstate: " + message.splitlines()[0], wait=store.lock_timeout
             )
-        except BaseException:
+        except BaseException as exc:
             marker.unlink()
+            if remote is not None and pushed and isinstance(exc, JobstateError):
+                # the change landed where it counts: saying "nothing changed" would invite a second one
+                exc.args = (
+                    f"{new[:12]} is on {remote} but the local branch could not follow: {exc}; the next jobstate "
+                    "command brings it up to the remote",
+                )
             raise
         if not moved:
             marker.unlink()

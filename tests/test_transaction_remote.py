@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 from jobstate.setup_repo import init
 
 from .conftest import both_formats, git, git_init, run_cli, status
+from .fakegit import git_on_path
 from .procs import parse_json_lines, run_together
 
 
@@ -172,20 +172,16 @@ def test_paid_step_records_go_through_the_remote(tmp_path: Path, object_format: 
     assert run_cli("verify", "--rev", "main", "--strict", cwd=bare).returncode == 0
 
 
-def _killing_git(tmp_path: Path, after_push: bool) -> dict[str, str]:
-    real = shutil.which("git")
-    assert real is not None
-    bindir = tmp_path / "fakebin"
-    bindir.mkdir(exist_ok=True)
-    run_then_kill = f'{real} "$@"; kill -9 $PPID; exit 1' if after_push else "kill -9 $PPID; exit 1"
-    (bindir / "git").write_text(
-        f'#!/bin/sh\nif [ "$1" = push ] && [ -f "$KILL_ARMED" ]; then rm -f "$KILL_ARMED"; {run_then_kill}; fi\n'
-        f'exec {real} "$@"\n'
-    )
-    (bindir / "git").chmod(0o755)
+def _armed_push(tmp_path: Path, then: str) -> dict[str, str]:
+    """A git whose next push runs ``then`` (sh) in place of a plain push."""
     armed = tmp_path / "armed"
     armed.write_text("")
-    return {"PATH": f"{bindir}:{os.environ['PATH']}", "KILL_ARMED": str(armed)}
+    script = f'#!/bin/sh\nif [ "$1" = push ] && [ -f "$ARMED" ]; then rm -f "$ARMED"; {then}; fi\nexec {{real}} "$@"\n'
+    return {**git_on_path(tmp_path, script), "ARMED": str(armed)}
+
+
+def _killing_git(tmp_path: Path, after_push: bool) -> dict[str, str]:
+    return _armed_push(tmp_path, '{real} "$@"; kill -9 $PPID; exit 1' if after_push else "kill -9 $PPID; exit 1")
 
 
 @pytest.mark.parametrize("after_push", [False, True])
@@ -213,6 +209,23 @@ def test_host_killed_mid_push_loses_and_duplicates_nothing(tmp_path: Path, after
     _check_remote(bare, {"victim", "other"}, "2026-W32")
     assert status(one) == ""
     assert status(two) == ""
+
+
+def test_a_push_that_landed_is_never_reported_as_nothing_changed(tmp_path: Path) -> None:
+    bare, (one,) = make_hosts(tmp_path, 1)
+    lock = one / ".git" / "refs" / "heads" / "main.lock"
+    # the push lands, then something holds the local branch's lock: jobstate cannot move it
+    env = {**_armed_push(tmp_path, f'{{real}} "$@"; rc=$?; : > {lock}; exit $rc'), "JOBSTATE_LOCK_TIMEOUT": "1"}
+    proc = run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=one, env=env)
+    assert proc.returncode == 3, proc.stderr
+    assert "is on origin but the local branch could not follow" in proc.stderr
+    assert "nothing was changed" not in proc.stderr
+    assert "state/2026-W32-0/episode.yaml" in git(bare, "ls-tree", "-r", "--name-only", "main")
+    lock.unlink()  # as the message says
+    again = run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=one)
+    assert (again.returncode, again.stdout) == (0, "2026-W32-0\n"), again.stderr
+    assert git(one, "rev-parse", "main") == git(bare, "rev-parse", "main")
+    assert status(one) == ""
 
 
 def test_remote_that_went_backwards_is_refused_even_for_retries(tmp_path: Path) -> None:

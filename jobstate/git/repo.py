@@ -166,8 +166,8 @@ class GitRepo:
                 break
             if time.monotonic() >= deadline:
                 raise GitLockHeld(
-                    f"{held[1]} exists: another git command holds it, or a killed one left it behind; nothing "
-                    f"was changed: if no git command is running in {self.root}, remove it (rm {held[1]}) and retry"
+                    f"{held[1]} exists: another git command holds it, or a killed one left it behind; {ref} was "
+                    f"not moved: if no git command is running in {self.root}, remove it (rm {held[1]}) and retry"
                 )
             time.sleep(0.05)
         if self.resolve_ref(ref) != old or "cannot lock ref" in err:
