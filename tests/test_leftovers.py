@@ -49,22 +49,25 @@ def _start_run(repo: Path, step: str, script: str) -> subprocess.Popen[bytes]:
     )
 
 
-def test_output_of_a_killed_run_is_put_aside_not_left_for_the_user(
-    repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _killed_after(repo: Path, tmp_path: Path, work: str) -> None:
+    """A run of generate whose CMD does ``work`` (Python), then is SIGKILLed with jobstate, as a group."""
     ready = tmp_path / "ready"
-    script = (
-        "import os, pathlib, time\n"
-        "d = pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR'])\n"
-        "(d / 'parts').mkdir()\n"
-        "(d / 'parts' / 'out.bin').write_bytes(b'half a video')\n"
-        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
-        "time.sleep(600)\n"
-    )
+    script = f"import json, os, pathlib, time\n{work}pathlib.Path({str(ready)!r}).write_text('x')\ntime.sleep(600)\n"
     proc = _start_run(repo, "generate", script)
     _wait_for(ready, proc)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
+
+
+def test_output_of_a_killed_run_is_put_aside_not_left_for_the_user(
+    repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = (
+        "d = pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR'])\n"
+        "(d / 'parts').mkdir()\n"
+        "(d / 'parts' / 'out.bin').write_bytes(b'half a video')\n"
+    )
+    _killed_after(repo, tmp_path, work)
     assert "state/2026-W32-0/parts/out.bin" in status(repo)
 
     code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
@@ -122,17 +125,10 @@ def test_output_of_a_step_running_now_is_left_alone(
 def test_an_early_remote_ref_of_a_killed_run_is_taken_as_acceptance(
     repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    ready = tmp_path / "ready"
-    script = (
-        "import json, os, pathlib, time\n"
-        "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({'remote_ref': 'task-9'}))\n"
-        f"pathlib.Path({str(ready)!r}).write_text('x')\n"
-        "time.sleep(600)\n"
+    # jobstate and CMD killed: the reference was never recorded
+    _killed_after(
+        repo, tmp_path, "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({'remote_ref': 'task-9'}))\n"
     )
-    proc = _start_run(repo, "generate", script)
-    _wait_for(ready, proc)
-    os.killpg(proc.pid, signal.SIGKILL)  # jobstate and CMD: the reference was never recorded
-    proc.wait(timeout=60)
     seen = tmp_path / "seen"
     resume = (
         "import json, os, pathlib\n"

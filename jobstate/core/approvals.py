@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from jobstate.core.clock import time_text
+from jobstate.core.records import mapping_of, one_of
 from jobstate.errors import StateInvalid
 
 SCHEMA = 1
@@ -46,11 +47,8 @@ def new_decision(status: str, by: str, at: str, reason: str | None) -> Decision:
 
 def decision_from_yaml_dict(data: Any, source: str) -> Decision:
     """Check one decision; anything malformed is StateInvalid naming ``source``."""
-    if not isinstance(data, dict):
-        raise StateInvalid(f"{source}: a decision must be a mapping, found {reprlib.repr(data)}")
-    status = data.get("status")
-    if not isinstance(status, str) or status not in STATUSES:
-        raise StateInvalid(f"{source}: decision status {reprlib.repr(status)} is not one of {', '.join(STATUSES)}")
+    data = mapping_of(data, source, "a decision")
+    status = one_of(data.get("status"), STATUSES, source, "decision status")
     by = data.get("by")
     if not isinstance(by, str) or not by.strip():
         raise StateInvalid(f"{source}: the {status} decision must say by whom, found {reprlib.repr(by)}")

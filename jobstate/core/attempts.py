@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from jobstate.core.money import validate_amount, validate_currency
-from jobstate.core.records import AttemptState
+from jobstate.core.records import AttemptState, mapping_of, one_of
 from jobstate.errors import StateInvalid, UsageError
 
 SCHEMA = 1
@@ -67,11 +67,8 @@ class Attempt(NamedTuple):
 def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
     """Check one attempt of ``step``; anything malformed is StateInvalid naming ``source``."""
     where = f"{source}: step {step!r}"
-    if not isinstance(data, dict):
-        raise StateInvalid(f"{where}: an attempt must be a mapping, found {reprlib.repr(data)}")
-    state = data.get("state")
-    if not isinstance(state, str) or state not in STATES:
-        raise StateInvalid(f"{where}: unknown state {state!r} (known: {', '.join(sorted(STATES))})")
+    data = mapping_of(data, where, "an attempt")
+    state = one_of(data.get("state"), STATES, where, "state")
     number = data.get("attempt")
     if not isinstance(number, int) or isinstance(number, bool) or number < 1:
         raise StateInvalid(f"{where}: attempt must be a whole number from 1, found {reprlib.repr(number)}")

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from jobstate.core.money import sum_by_currency, validate_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_remote_ref, validate_step
+from jobstate.core.records import mapping_of
 from jobstate.errors import ChargeConflict, StateInvalid, UsageError
 
 SCHEMA = 1
@@ -43,8 +44,7 @@ class CostEntry(NamedTuple):
 
 def cost_entry_from_yaml_dict(data: Any, source: str) -> CostEntry:
     """Check one entry of costs.yaml; anything malformed is StateInvalid naming ``source``."""
-    if not isinstance(data, dict):
-        raise StateInvalid(f"{source}: a cost entry must be a mapping, found {reprlib.repr(data)}")
+    data = mapping_of(data, source, "a cost entry")
     where = f"{source}: cost entry {reprlib.repr(data)}"
     try:
         step = validate_step(data.get("step"))
@@ -65,8 +65,7 @@ def cost_entry_from_yaml_dict(data: Any, source: str) -> CostEntry:
 
 def legacy_cost_from_yaml_dict(data: Any, source: str) -> CostEntry:
     """Check one entry of a legacy episode.yaml's ``costs:``: step, currency and a decimal-string amount."""
-    if not isinstance(data, dict):
-        raise StateInvalid(f"{source}: a cost entry must be a mapping, found {reprlib.repr(data)}")
+    data = mapping_of(data, source, "a cost entry")
     where = f"{source}: cost entry {reprlib.repr(data)}"
     missing = [name for name in ("step", "amount", "currency") if name not in data]
     if missing:

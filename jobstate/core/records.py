@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Collection
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -71,6 +72,20 @@ class Episode(NamedTuple):
         )
         out.update(self.extra)
         return out
+
+
+def mapping_of(data: Any, where: str, what: str) -> dict[str, Any]:
+    """``data`` when it is a mapping; StateInvalid ``<where>: <what> must be a mapping`` otherwise."""
+    if not isinstance(data, dict):
+        raise StateInvalid(f"{where}: {what} must be a mapping, found {reprlib.repr(data)}")
+    return data
+
+
+def one_of(value: Any, allowed: Collection[str], where: str, what: str) -> str:
+    """``value`` when it is one of ``allowed``; StateInvalid ``<where>: unknown <what> ...`` otherwise."""
+    if not isinstance(value, str) or value not in allowed:
+        raise StateInvalid(f"{where}: unknown {what} {reprlib.repr(value)} (known: {', '.join(sorted(allowed))})")
+    return value
 
 
 def _require(data: dict[str, Any], name: str, kind: type, source: str) -> Any:
