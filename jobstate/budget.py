@@ -40,8 +40,8 @@ def usage(store: Store, budget: Budget, period_id: str) -> dict[str, Usage]:
             spent[entry.currency] = spent.get(entry.currency, Decimal(0)) + Decimal(entry.amount)
         for attempts in submissions(store, eid).values():
             for attempt in attempts:
-                if attempt.open and attempt.reservation is not None:
-                    amount, currency = attempt.reservation
+                if attempt.held is not None:
+                    amount, currency = attempt.held
                     reserved[currency] = reserved.get(currency, Decimal(0)) + Decimal(amount)
     currencies = sorted(set(budget.limits) | set(spent) | set(reserved))
     return {

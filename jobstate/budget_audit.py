@@ -51,8 +51,8 @@ def check_budgets(config_text: bytes | None, facts: dict[str, Facts], problems: 
         for cost in f.costs:
             used[(period, cost.currency)] = used.get((period, cost.currency), Decimal(0)) + Decimal(cost.amount)
         for attempt in f.reservations:
-            if attempt.open and attempt.reservation is not None:
-                amount, currency = attempt.reservation
+            if attempt.held is not None:
+                amount, currency = attempt.held
                 used[(period, currency)] = used.get((period, currency), Decimal(0)) + Decimal(amount)
     for (period, currency), total in sorted(used.items()):
         cap = budget.limits.get(currency)

@@ -32,9 +32,9 @@ def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[d
             spent[slot] = spent.get(slot, Decimal(0)) + Decimal(entry.amount)
         for attempts in view.steps.values():
             for attempt in attempts:
-                if attempt.open and attempt.reservation is not None:
-                    slot = (bp, attempt.reservation.currency)
-                    held[slot] = held.get(slot, Decimal(0)) + Decimal(attempt.reservation.amount)
+                if attempt.held is not None:
+                    slot = (bp, attempt.held.currency)
+                    held[slot] = held.get(slot, Decimal(0)) + Decimal(attempt.held.amount)
     out = []
     for bp, currency in sorted(set(spent) | set(held)):
         cap = budget.limits.get(currency)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from jobstate.budget import usage
-from jobstate.core.attempts import Attempt
+from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.budget import budget_period, check_reservation, crosses_warning, episode_periods, parse_max_cost
 from jobstate.core.layout import CONFIG_FILE, COSTS, STATE, SUBMISSIONS
 from jobstate.core.periods import parse_period
@@ -14,8 +14,6 @@ from jobstate.core.records import AttemptState, Episode
 from jobstate.errors import DirtyState, FingerprintMismatch, UsageError
 from jobstate.store import Store
 
-# what a new intent may follow: nothing, or an attempt that certainly holds nothing open
-CLOSED = (AttemptState.NOT_SUBMITTED, AttemptState.SUPERSEDED)
 _SAID: dict[str, str] = {
     AttemptState.INTENT.value: "unknown",
     AttemptState.ACCEPTED.value: "accepted (running at the vendor)",

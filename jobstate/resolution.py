@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from jobstate.catalog import Catalog
-from jobstate.core.attempts import Attempt
+from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
 from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
@@ -19,7 +19,6 @@ from jobstate.episode_files import submissions, submissions_change
 from jobstate.errors import AlreadyRecorded, StepRunning, SubmissionUnknown, UsageError
 from jobstate.leftovers import running_steps
 from jobstate.paid import guard, resolve_command
-from jobstate.reservation import CLOSED
 from jobstate.store import Store
 from jobstate.transaction import StateChange, transact
 

@@ -12,6 +12,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from jobstate.core.records import report_or_raise
 from jobstate.errors import StateInvalid
 
 SCHEMA = 1
@@ -69,9 +70,7 @@ def artifact_map(value: Any, source: str, problems: list[str] | None = None) -> 
         try:
             out[str(name)] = artifact_from_yaml(record, source, str(name))
         except StateInvalid as exc:
-            if problems is None:
-                raise
-            problems.append(str(exc).removeprefix(f"{source}: "))
+            report_or_raise(exc, source, problems)
     return out
 
 

@@ -14,12 +14,14 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from jobstate.core.money import validate_amount, validate_currency
-from jobstate.core.records import AttemptState, mapping_of, one_of
+from jobstate.core.records import AttemptState, mapping_of, one_of, report_or_raise
 from jobstate.errors import StateInvalid, UsageError
 
 SCHEMA = 1
 STATES = frozenset(state.value for state in AttemptState)
 OPEN = frozenset({AttemptState.INTENT, AttemptState.ACCEPTED})  # may still be charged: holds its reservation
+# what a new attempt may follow: nothing, or an attempt that certainly holds nothing open
+CLOSED = frozenset({AttemptState.NOT_SUBMITTED, AttemptState.SUPERSEDED})
 
 Steps = dict[str, list["Attempt"]]
 
@@ -49,6 +51,11 @@ class Attempt(NamedTuple):
     def open(self) -> bool:
         """Intent or accepted: the vendor may still charge it, so its reservation is held."""
         return self.state in OPEN
+
+    @property
+    def held(self) -> Reservation | None:
+        """The reservation this attempt still holds against its budget: its own, while it is open."""
+        return self.reservation if self.open else None
 
     def get(self, name: str) -> Any:
         """A field the record keeps for people (host, pid, started_at, ...), or None."""
@@ -127,21 +134,17 @@ def submissions_from_yaml_dict(data: Any, source: str, problems: list[str] | Non
     out: Steps = {}
     for step, attempts in steps.items():
         if not isinstance(attempts, list):
-            _report(StateInvalid(f"{source}: step {step!r}: attempts must be a list of mappings"), source, problems)
+            report_or_raise(
+                StateInvalid(f"{source}: step {step!r}: attempts must be a list of mappings"), source, problems
+            )
             continue
         out[str(step)] = []
         for attempt in attempts:
             try:
                 out[str(step)].append(attempt_from_yaml_dict(attempt, source, str(step)))
             except StateInvalid as exc:
-                _report(exc, source, problems)
+                report_or_raise(exc, source, problems)
     return out
-
-
-def _report(exc: StateInvalid, source: str, problems: list[str] | None) -> None:
-    if problems is None:
-        raise exc
-    problems.append(str(exc).removeprefix(f"{source}: "))
 
 
 def submissions_to_yaml_dict(steps: Mapping[str, list[Attempt]]) -> dict[str, Any]:

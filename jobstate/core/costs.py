@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from jobstate.core.money import sum_by_currency, validate_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_remote_ref, validate_step
-from jobstate.core.records import mapping_of
+from jobstate.core.records import mapping_of, report_or_raise
 from jobstate.errors import ChargeConflict, StateInvalid, UsageError
 
 SCHEMA = 1
@@ -107,9 +107,7 @@ def cost_list(value: Any, source: str, problems: list[str] | None = None, *, leg
         try:
             out.append(read(entry, source))
         except StateInvalid as exc:
-            if problems is None:
-                raise
-            problems.append(str(exc).removeprefix(f"{source}: "))
+            report_or_raise(exc, source, problems)
     return out
 
 

@@ -88,6 +88,14 @@ def one_of(value: Any, allowed: Collection[str], where: str, what: str) -> str:
     return value
 
 
+def report_or_raise(exc: StateInvalid, source: str, problems: list[str] | None) -> None:
+    """A malformed record found by a reader: raised, or with ``problems`` (verify, reviews) described
+    there without ``source`` so that the reader can leave it out and go on."""
+    if problems is None:
+        raise exc
+    problems.append(str(exc).removeprefix(f"{source}: "))
+
+
 def _require(data: dict[str, Any], name: str, kind: type, source: str) -> Any:
     value = data.get(name)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
