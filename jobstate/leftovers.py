@@ -53,21 +53,15 @@ def put_aside(
     """
     directory = episode_dir(episode_id)
     untracked = [path for code, path in dirty if code == "??"]
-    if not untracked:
-        return False
-    changed = False
-    busy = running_steps(store, episode_id, other_than_us=True)
+    if not untracked or running_steps(store, episode_id, other_than_us=True):
+        return False  # a step running now may still be writing them: the guard refuses with a file's name
+    # jobstate's own atomic writes put their temp files beside the records, nowhere deeper
+    changed = remove_temp_files(store, directory, notify)
     target: Path | None = None
     for rel in untracked:
         source = store.path(rel)
-        if busy:
-            continue  # step(s) running now may still be writing it: the guard refuses with the file's name
-        if source.name.startswith(TEMP_PREFIX) and source.parent == store.path(directory):
-            # jobstate's own atomic writes put their temp files beside the records, nowhere deeper
-            source.unlink(missing_ok=True)
-            changed = True
-            notify(f"removed {rel}, left by an interrupted jobstate write")
-            continue
+        if not os.path.lexists(source):
+            continue  # one of those temp files
         if Path(rel).name in RECORD_FILES or store.git.in_head(rel):
             continue  # committed content seen as untracked means a wrong index: never move it, refuse
         if target is None:
@@ -86,12 +80,14 @@ def put_aside(
     return changed
 
 
-def remove_temp_files(store: Store, directory: str, notify: Callable[[str], None]) -> None:
-    """Under the lock: remove the ``.tmp-*`` files killed atomic writes left directly in ``directory``."""
+def remove_temp_files(store: Store, directory: str, notify: Callable[[str], None]) -> bool:
+    """Under the lock: remove the ``.tmp-*`` files killed atomic writes left directly in ``directory``;
+    whether there were any."""
     try:
         names = [e.name for e in os.scandir(store.path(directory)) if e.name.startswith(TEMP_PREFIX) and e.is_file()]
     except OSError:
-        return
+        return False
     for name in names:
         store.path(f"{directory}/{name}").unlink(missing_ok=True)
         notify(f"removed {directory}/{name}, left by an interrupted jobstate write")
+    return bool(names)

@@ -97,10 +97,7 @@ class Store:
     def config(self) -> Config:
         """Settings from jobstate.yaml (cached in the catalog by the file's blob ID)."""
         if self._config is None:
-            try:
-                data = (self.root / CONFIG_FILE).read_bytes()
-            except FileNotFoundError:
-                data = b""
+            data = self.config_bytes()
             cat = self._read_only_catalog()
             if cat is not None and cat.meta("config_blob") == self.git.blob_sha(data):
                 cached = cat.meta("config")
@@ -112,6 +109,13 @@ class Store:
 
                 self._config = config_from_yaml_dict(loads(data, CONFIG_FILE) if data else None)
         return self._config
+
+    def config_bytes(self) -> bytes:
+        """jobstate.yaml as it is in the work tree; empty when there is none (every setting defaults)."""
+        try:
+            return (self.root / CONFIG_FILE).read_bytes()
+        except FileNotFoundError:
+            return b""
 
     @property
     def lock_timeout(self) -> float:

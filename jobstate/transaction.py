@@ -181,14 +181,21 @@ def _undo_unlanded(store: Store) -> None:
         return
     except ValueError:
         undo = {}
-    head = store.git.head_commit()
-    if undo and head is not None:
-        in_head = {p: sha for _mode, sha, p in store.git.ls_tree(head, *undo)}
-        for rel, (old_sha, new_sha) in undo.items():
-            if in_head.get(rel) == new_sha:
-                continue  # that part landed
-            _put(store, rel, None if old_sha is None else store.git.read_object(old_sha)[1])
+    if undo and store.git.head_commit() is not None:
+        landed = _landed(store, {rel: new_sha for rel, (_old_sha, new_sha) in undo.items()})
+        for rel, (old_sha, _new_sha) in undo.items():
+            if rel not in landed:
+                _put(store, rel, None if old_sha is None else store.git.read_object(old_sha)[1])
     path.unlink()
+
+
+def _landed(store: Store, new: Mapping[str, str | None]) -> set[str]:
+    """The paths whose new content (a blob ID; None: deleted) HEAD already has."""
+    head = store.git.head_commit()
+    if not new or head is None:
+        return set()
+    in_head = {p: sha for _mode, sha, p in store.git.ls_tree(head, *new)}
+    return {rel for rel, sha in new.items() if in_head.get(rel) == sha}
 
 
 def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, bytes | None]) -> None:
@@ -368,15 +375,8 @@ def _restore(
 ) -> None:
     """Put files back exactly as they were before a change that did not land; with
     ``unless_in_head``, keep each file whose new content HEAD already has."""
-    landed: set[str] = set()
-    head = store.git.head_commit()
-    if unless_in_head and head is not None:
-        in_head = {p: sha for _mode, sha, p in store.git.ls_tree(head, *unless_in_head)}
-        landed = {
-            rel
-            for rel, new in unless_in_head.items()
-            if in_head.get(rel) == (None if new is None else store.git.blob_sha(new))
-        }
+    new = {rel: None if data is None else store.git.blob_sha(data) for rel, data in (unless_in_head or {}).items()}
+    landed = _landed(store, new)
     for rel, old in before.items():
         if rel not in landed:
             _put(store, rel, old)

@@ -27,10 +27,7 @@ def fresh_catalog(store: Store) -> Catalog:
     known = cat.meta("head") or None
     if known != head:
         _refresh(store, cat, known, head)
-    try:
-        data = (store.root / CONFIG_FILE).read_bytes()
-    except FileNotFoundError:
-        data = b""
+    data = store.config_bytes()
     blob = store.git.blob_sha(data)
     if cat.meta("config_blob") != blob:
         # the settings the lock-free retry reads without YAML; parsed from the file as it is now
