@@ -145,6 +145,11 @@ class PaidStep:
         return key
 
     @property
+    def state(self) -> AttemptState:
+        """Where this attempt stands as recorded (intent until accepted or declared not submitted)."""
+        return self._attempt.state
+
+    @property
     def remote_ref(self) -> str | None:
         """The vendor's task reference once accepted (set on resume)."""
         return self._attempt.remote_ref
@@ -317,7 +322,7 @@ def paid_step(
     try:
         handle = _begin(store, episode_id, step, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
         yield handle
-        if handle._attempt.state == AttemptState.NOT_SUBMITTED:
+        if handle.state == AttemptState.NOT_SUBMITTED:
             return  # the body said the vendor has nothing: not a completion; a new attempt may follow
         done: dict[str, Any] = {"state": AttemptState.COMPLETED, "completed_at": handle._now()}
         settled = settle(handle._attempt, handle.spent())

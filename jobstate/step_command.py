@@ -16,6 +16,7 @@ from pathlib import Path
 
 from jobstate.core.keys import request_fingerprint
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
+from jobstate.core.records import AttemptState
 from jobstate.errors import CommandFailed, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid import PaidStep, paid_step
 from jobstate.resolution import resolve
@@ -153,15 +154,18 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
             )
     _warn_unknown_fields(report, result, notify)
     _record(step, episode_id, step_name, report, result=result, notify=notify)
-    if code == 0 and step.remote_ref is None and report.get("submitted") is False:
+    not_submitted = step.state == AttemptState.NOT_SUBMITTED
+    if code == 0 and not_submitted:
         notify(
             f"step {step_name} of {episode_id} attempt {step.attempt} was not submitted "
             f"({report.get('error', 'no reason given')}); the next run starts attempt {step.attempt + 1}"
         )
     if code != 0:
-        state = "accepted, the next run resumes it" if step.remote_ref else "not accepted"
-        if step.remote_ref is None and report.get("submitted") is not False:
-            state = "unknown: the next run refuses until it is resolved"
+        state = "unknown: the next run refuses until it is resolved"
+        if step.remote_ref:
+            state = "accepted, the next run resumes it"
+        elif not_submitted:
+            state = "not accepted"
         raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
 
 
