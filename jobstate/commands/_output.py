@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+from jobstate.atomic import atomic_write
 from jobstate.errors import UsageError
 
 
@@ -24,8 +25,11 @@ def emit(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
+    target = Path(output)
+    if not target.parent.is_dir():  # atomic_write would create it; a typo in the path is the user's to see
+        raise UsageError(f"cannot write {output}: No such file or directory")
     try:
-        Path(output).write_text(text, encoding="utf-8")
+        atomic_write(target, text.encode("utf-8"))  # a killed report never leaves half a page behind
     except OSError as exc:
         raise UsageError(f"cannot write {output}: {exc.strerror}") from None
     note(f"wrote {output}")
