@@ -15,7 +15,7 @@ from pathlib import Path
 from jobstate.allocation import allocate
 from jobstate.config import Config, config_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE
-from jobstate.core.periods import Period, parse_date, parse_period, period_of
+from jobstate.core.periods import Period, parse_date, parse_period, parse_time, period_of
 from jobstate.core.records import Allocation
 from jobstate.cron import zone
 from jobstate.errors import UsageError
@@ -39,10 +39,7 @@ class Request:
 
 
 def _moment(text: str, tz: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"invalid time {text!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
+    moment = parse_time(text)
     return moment.replace(tzinfo=zone(tz)) if moment.tzinfo is None else moment
 
 

@@ -123,7 +123,7 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
 
 def _time(text: str, what: str) -> datetime:
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+        moment = datetime.fromisoformat(text)  # Python 3.11 reads a trailing Z itself
     except ValueError:
         raise UsageError(f"{what} {text!r} is not an ISO 8601 time") from None
     if moment.tzinfo is None:

@@ -41,7 +41,7 @@ def _bare_time(text: str) -> datetime | None:
     if text.isdigit() and len(text) == 14:
         text = f"{text[:8]}T{text[8:]}"
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+        moment = datetime.fromisoformat(text)  # Python 3.11 reads a trailing Z itself
     except ValueError:
         return None
     if "T" not in text.upper() and " " not in text:

@@ -142,12 +142,17 @@ def period_from(
     return period_of(local_date(at, timezone), kind)
 
 
+def parse_time(text: str) -> datetime:
+    """An ISO 8601 time as given (with or without an offset); UsageError otherwise."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"invalid time {text!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
+
+
 def local_date(at: str, timezone: str) -> date:
     """The calendar date of an ISO 8601 time in ``timezone`` (a time without offset is taken as local)."""
-    try:
-        moment = datetime.fromisoformat(at)
-    except ValueError:
-        raise UsageError(f"invalid time {at!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
+    moment = parse_time(at)
     from zoneinfo import ZoneInfo  # noqa: PLC0415 - start-up: zoneinfo costs 3 ms, and only --at needs it
 
     zone = ZoneInfo(timezone)
