@@ -13,13 +13,13 @@ import os
 import socket
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
 import portalocker
 
+from jobstate.core.clock import format_time, utc_now
 from jobstate.errors import LockTimeout
 
 
@@ -33,7 +33,7 @@ def _holder_record() -> dict[str, Any]:
         "host": socket.gethostname(),
         "user": user,
         "command": " ".join(sys.argv)[:500],
-        "since": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "since": format_time(utc_now()),
     }
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jobstate.core.clock import format_time
 from jobstate.core.keys import SCHEDULERS, validate_key
 from jobstate.core.periods import Period, period_of
 from jobstate.cron import latest_fire, zone
@@ -66,8 +67,8 @@ class Derivation:
         if self.attempt is not None:
             out["attempt"] = self.attempt
         out["manual"] = self.manual
-        out["intended_at"] = _text(self.intended) if self.intended is not None else None
-        out["started_at"] = _text(self.started)
+        out["intended_at"] = format_time(self.intended) if self.intended is not None else None
+        out["started_at"] = format_time(self.started)
         out["period_from"] = self.period_source
         if self.late_across_periods:
             out["started_in_period"] = self.started_period.id
@@ -79,8 +80,8 @@ class Derivation:
         return {
             "scheduler": self.scheduler,
             "key": self.key,
-            "intended_at": _text(self.intended) if self.intended is not None else None,
-            "started_at": _text(self.started),
+            "intended_at": format_time(self.intended) if self.intended is not None else None,
+            "started_at": format_time(self.started),
             "period_id": self.period.id,
             "period_from": self.period_source,
             "started_in_period": self.started_period.id,
@@ -112,13 +113,14 @@ class _Inputs:
     manual: bool
 
 
-def _text(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _get(env: Mapping[str, str], name: str) -> str | None:
     value = env.get(name)
     return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _changing(value: str | None, name: str, when: str) -> str:
+    """What a refusal adds when only the identity that changes on every retry is there."""
+    return f" ({name} is set, but it changes on every {when})" if value else ""
 
 
 def _time(text: str, what: str) -> datetime:
@@ -135,7 +137,7 @@ def _github(i: _Inputs) -> _Identity:
     run_id, repo = _get(i.env, "GITHUB_RUN_ID"), _get(i.env, "GITHUB_REPOSITORY")
     attempt = _get(i.env, "GITHUB_RUN_ATTEMPT")
     if run_id is None:
-        seen = " (GITHUB_RUN_ATTEMPT is set, but it changes on every re-run)" if attempt else ""
+        seen = _changing(attempt, "GITHUB_RUN_ATTEMPT", "re-run")
         raise UsageError(
             f"--from github-actions needs GITHUB_RUN_ID, which a re-run keeps{seen}: "
             "run jobstate inside a GitHub Actions step, or pass --key"
@@ -207,7 +209,7 @@ def _airflow(i: _Inputs) -> _Identity:
     dag, run_id = _get(i.env, "AIRFLOW_CTX_DAG_ID"), _get(i.env, "AIRFLOW_CTX_DAG_RUN_ID")
     tries = _get(i.env, "AIRFLOW_CTX_TRY_NUMBER")
     if dag is None or run_id is None:
-        seen = " (AIRFLOW_CTX_TRY_NUMBER is set, but it changes on every try)" if tries else ""
+        seen = _changing(tries, "AIRFLOW_CTX_TRY_NUMBER", "try")
         raise UsageError(
             f"--from airflow needs AIRFLOW_CTX_DAG_ID and AIRFLOW_CTX_DAG_RUN_ID, which retries and clears keep{seen}: "
             "run jobstate from an Airflow task, or pass --key"
@@ -224,7 +226,7 @@ def _dagster(i: _Inputs) -> _Identity:
     job, root = _get(i.env, "DAGSTER_JOB_NAME"), _get(i.env, "DAGSTER_ROOT_RUN_ID")
     run = _get(i.env, "DAGSTER_RUN_ID")
     if job is None or root is None:
-        seen = " (DAGSTER_RUN_ID is set, but it changes on every re-execution)" if run else ""
+        seen = _changing(run, "DAGSTER_RUN_ID", "re-execution")
         raise UsageError(
             f"--from dagster needs DAGSTER_JOB_NAME and DAGSTER_ROOT_RUN_ID{seen}: pass "
             "context.job_name and context.run.root_run_id or context.run_id (see the README's Dagster recipe)"
@@ -245,7 +247,7 @@ def _dagster(i: _Inputs) -> _Identity:
 def _temporal(i: _Inputs) -> _Identity:
     workflow, run = _get(i.env, "TEMPORAL_WORKFLOW_ID"), _get(i.env, "TEMPORAL_RUN_ID")
     if workflow is None:
-        seen = " (TEMPORAL_RUN_ID is set, but it changes on every retry)" if run else ""
+        seen = _changing(run, "TEMPORAL_RUN_ID", "retry")
         raise UsageError(
             f"--from temporal needs TEMPORAL_WORKFLOW_ID, which retries keep{seen}: "
             "pass activity.info().workflow_id (see the README's Temporal recipe)"
@@ -278,8 +280,8 @@ def _slot(i: _Inputs, scheduler: str, name: str | None, *, manual: bool) -> _Ide
         raise UsageError(f"--from {scheduler} needs --job-name NAME, so that two jobs never share a slot's key")
     slot = latest_fire(i.schedule, i.schedule_tz, i.at or i.now)
     details = {"schedule": i.schedule, "timezone": i.schedule_tz}
-    key = f"{scheduler}:{name}:{'manual:' if manual else ''}{_text(slot)}"
-    return _Identity(key, _text(slot), None, manual, slot, details)
+    key = f"{scheduler}:{name}:{'manual:' if manual else ''}{format_time(slot)}"
+    return _Identity(key, format_time(slot), None, manual, slot, details)
 
 
 def _cron(i: _Inputs) -> _Identity:
