@@ -19,6 +19,7 @@ from jobstate.core.periods import Period, parse_date, parse_period, parse_time, 
 from jobstate.core.records import Allocation
 from jobstate.cron import zone
 from jobstate.errors import UsageError
+from jobstate.git.repo import find_root
 from jobstate.schedulers import Derivation, derive
 from jobstate.store import Store
 
@@ -81,16 +82,16 @@ def settings_at(path: Path) -> Config | None:
 
     This is a read-only operation.
     """
-    start = path.resolve()
-    for candidate in (start, *start.parents):
-        if (candidate / ".git").exists():
-            config_path = candidate / CONFIG_FILE
-            if not config_path.is_file():
-                return Config()
-            from jobstate.yamlio import load_file  # noqa: PLC0415 - start-up: allocate --from reads no YAML
+    try:
+        root = find_root(path)
+    except UsageError:  # NotInitialized among them
+        return None  # not in a work tree (or in a bare repository): no settings to honour
+    config_path = root / CONFIG_FILE
+    if not config_path.is_file():
+        return Config()
+    from jobstate.yamlio import load_file  # noqa: PLC0415 - start-up: allocate --from reads no YAML
 
-            return config_from_yaml_dict(load_file(config_path, CONFIG_FILE), CONFIG_FILE)
-    return None
+    return config_from_yaml_dict(load_file(config_path, CONFIG_FILE), CONFIG_FILE)
 
 
 def key_for(
