@@ -38,8 +38,9 @@ from jobstate.facts import (
     legacy_facts,
     read_reporting,
 )
+from jobstate.git.repo import GitRepo
 from jobstate.git.signing import signature_problems
-from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
+from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.verify_lfs import check_pointers
 from jobstate.yamlio import loads
@@ -420,14 +421,9 @@ def _check_artifacts(
 
 
 def _check_clean(cwd: Path, report: Report) -> None:
-    proc = git_read(
-        cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", "state", "history"
-    )
-    for item in proc.stdout.split(b"\0"):
-        if item:
-            code, path = item[:2].decode(), item[3:].decode("utf-8", "surrogateescape")
-            what = "untracked" if code == "??" else "uncommitted change"
-            report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
+    for code, path in GitRepo(cwd).status(*ROOTS):
+        what = "untracked" if code == "??" else "uncommitted change"
+        report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
 
 
 def verify(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from jobstate.errors import GitError
 from jobstate.git.repo import GitRepo
 
 _REGULAR = {"100644": False, "100755": True}  # mode -> executable
@@ -20,16 +21,10 @@ _REGULAR = {"100644": False, "100755": True}  # mode -> executable
 
 def committed_files(git: GitRepo, directory: str) -> dict[str, tuple[str, str]] | None:
     """HEAD's files under ``directory`` (path -> (mode, blob sha)); None without a HEAD. Read-only."""
-    proc = git.run("ls-tree", "-r", "-z", "--full-tree", "HEAD", "--", f"{directory}/", check=False)
-    if proc.returncode != 0:
-        return None
-    out = {}
-    for item in proc.stdout.split(b"\0"):
-        if item:
-            meta, _, path = item.partition(b"\t")
-            mode, _kind, sha = meta.split()
-            out[path.decode("utf-8", "surrogateescape")] = (mode.decode(), sha.decode())
-    return out
+    try:
+        return {path: (mode, sha) for mode, sha, path in git.ls_tree("HEAD", f"{directory}/")}
+    except GitError:
+        return None  # no HEAD yet
 
 
 def matches_head(git: GitRepo, root: Path, directory: str, committed: dict[str, tuple[str, str]]) -> bool:
