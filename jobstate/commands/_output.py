@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-from jobstate.atomic import atomic_write
 from jobstate.errors import UsageError
 
 
@@ -28,6 +27,9 @@ def emit(text: str, output: str | None) -> None:
     target = Path(output)
     if not target.parent.is_dir():  # atomic_write would create it; a typo in the path is the user's to see
         raise UsageError(f"cannot write {output}: No such file or directory")
+    # tempfile (under atomic) loads shutil: not for a retried allocate, which prints through this module too
+    from jobstate.atomic import atomic_write  # noqa: PLC0415 - start-up
+
     try:
         atomic_write(target, text.encode("utf-8"))  # a killed report never leaves half a page behind
     except OSError as exc:
