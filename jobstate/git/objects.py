@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.git.runner import popen_git
+from jobstate.git.runner import READ_ONLY_ENV, popen_git
 
 TREE_MODE = b"40000"
 BLOB_MODE = b"100644"
@@ -135,7 +135,7 @@ class CatFile:
     """
 
     def __init__(self, cwd: Path) -> None:
-        self._proc = popen_git(cwd, "cat-file", "--batch", env={"GIT_OPTIONAL_LOCKS": "0"})
+        self._proc = popen_git(cwd, "cat-file", "--batch", env=READ_ONLY_ENV)
         assert self._proc.stdin is not None
         assert self._proc.stdout is not None
         self._in = self._proc.stdin

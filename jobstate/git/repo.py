@@ -25,7 +25,7 @@ from jobstate.errors import GitError, GitLockHeld, NotInitialized, RemoteUnavail
 from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
-from jobstate.git.runner import first_error_line, run_git, spawn_detached_git
+from jobstate.git.runner import READ_ONLY_ENV, first_error_line, run_git, spawn_detached_git
 from jobstate.git.signing import signed_commit, signing_requested
 
 if TYPE_CHECKING:
@@ -434,7 +434,7 @@ class GitRepo:
             "--no-renames",
             "--",
             *paths,
-            env={"GIT_OPTIONAL_LOCKS": "0"},
+            env=READ_ONLY_ENV,
         )
         out = []
         for item in proc.stdout.split(b"\0"):

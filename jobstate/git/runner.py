@@ -35,6 +35,10 @@ REDIRECTING = (
 )
 
 
+# for commands that only read: git then takes no optional lock (not even git status's index.lock)
+READ_ONLY_ENV = {"GIT_OPTIONAL_LOCKS": "0"}
+
+
 def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every git child gets (see the module docstring)."""
     env = {k: v for k, v in os.environ.items() if k not in REDIRECTING}

@@ -13,9 +13,7 @@ from pathlib import Path
 
 from jobstate.errors import UsageError
 from jobstate.git.repoconfig import config_value
-from jobstate.git.runner import first_error_line, run_git
-
-READ_ONLY_ENV = {"GIT_OPTIONAL_LOCKS": "0"}
+from jobstate.git.runner import READ_ONLY_ENV, first_error_line, run_git
 
 # what ``%G?`` says when a signature is not good, in words
 _STATUS = {

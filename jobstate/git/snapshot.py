@@ -16,10 +16,9 @@ from jobstate.core.layout import HISTORY, STATE
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.blobs import BlobHasher
 from jobstate.git.objects import CatFile, MissingObject
-from jobstate.git.runner import run_git
+from jobstate.git.runner import READ_ONLY_ENV, run_git
 from jobstate.hashing import Digest, Progress, hash_files
 
-READ_ONLY_ENV = {"GIT_OPTIONAL_LOCKS": "0"}
 ROOTS = (STATE, HISTORY)
 
 
