@@ -3,16 +3,14 @@ budget period whose spend plus open reservations exceeds its cap. Pure over coll
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
-from jobstate.config import config_from_yaml_dict
 from jobstate.core.attempts import Attempt
 from jobstate.core.budget import Budget, budget_period
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
-from jobstate.errors import StateInvalid, UsageError
+from jobstate.errors import UsageError
 from jobstate.facts import Facts, Problem
-from jobstate.yamlio import loads
 
 
 def check_settlement(attempt: Attempt, path: str, problems: list[Problem]) -> None:
@@ -35,9 +33,8 @@ def check_settlement(attempt: Attempt, path: str, problems: list[Problem]) -> No
         )
 
 
-def check_budgets(config_text: bytes | None, facts: dict[str, Facts], problems: list[Problem]) -> None:
+def check_budgets(budget: Budget | None, facts: dict[str, Facts], problems: list[Problem]) -> None:
     """Spend plus open reservations of every budget period within its caps (errors name period and currency)."""
-    budget = _budget(config_text)
     if budget is None:
         return
     used: dict[tuple[str, str], Decimal] = {}
@@ -60,12 +57,3 @@ def check_budgets(config_text: bytes | None, facts: dict[str, Facts], problems: 
             problems.append(
                 Problem("jobstate.yaml", f"budget {period} {currency}: spent and reserved {total}, over the cap {cap}")
             )
-
-
-def _budget(config_text: bytes | None) -> Budget | None:
-    if not config_text or not config_text.strip():
-        return None
-    try:
-        return config_from_yaml_dict(loads(config_text, "jobstate.yaml")).budget
-    except (StateInvalid, InvalidOperation):
-        return None  # verify reports a broken jobstate.yaml once, where it checks the settings

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.budget_audit import check_budgets, check_settlement
-from jobstate.config import config_from_yaml_dict
+from jobstate.config import Config, config_from_yaml_dict
 from jobstate.core.approvals import approvals_from_yaml_dict
 from jobstate.core.artifacts import artifacts_from_yaml_dict
 from jobstate.core.attempts import submissions_from_yaml_dict
@@ -124,7 +124,7 @@ def collect(
         snap.prefetch([p for p in files if p.endswith(".yaml")])
     if isinstance(snap, WorkTree) and not (snap.root / "state").is_dir():
         raise NotInitialized(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
-    _check_config(snap, problems)
+    config = _check_config(snap, problems)
     by_dir: dict[str, list[str]] = {}
     history: dict[str, str] = {}
     for path in files:
@@ -154,25 +154,27 @@ def collect(
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
     _check_uniqueness(facts, problems)
-    check_budgets(_config_text(snap), facts, problems)
+    check_budgets(None if config is None else config.budget, facts, problems)
     report.episodes = len(facts)
     _check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
     return facts, report
 
 
-def _check_config(snap: Snapshot, problems: list[Problem]) -> None:
+def _check_config(snap: Snapshot, problems: list[Problem]) -> Config | None:
+    """The settings of the snapshot; None (and a problem) when they cannot be read."""
     # every command reads jobstate.yaml first: settings no command can use are exit 7 here too
     try:
         text = snap.read(CONFIG_FILE)
     except FileNotFoundError:
-        return
+        return None
     except OSError as exc:
         problems.append(Problem(CONFIG_FILE, f"cannot read: {exc}", unreadable=True))
-        return
+        return None
     try:
-        config_from_yaml_dict(loads(text, CONFIG_FILE) if text.strip() else None)
+        return config_from_yaml_dict(loads(text, CONFIG_FILE) if text.strip() else None)
     except StateInvalid as exc:
         problems.append(Problem(CONFIG_FILE, str(exc).removeprefix(f"{CONFIG_FILE}: "), unreadable=True))
+        return None
 
 
 def _collect_episode(
@@ -241,13 +243,6 @@ def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], probl
         if rel in RECORD_FILES or path in recorded:
             continue
         problems.append(Problem(path, "file is not a jobstate record nor a recorded artifact", "warning"))
-
-
-def _config_text(snap: Snapshot) -> bytes | None:
-    try:
-        return snap.read(CONFIG_FILE)
-    except OSError:
-        return None
 
 
 def _collect_costs(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
