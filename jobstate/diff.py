@@ -9,13 +9,13 @@ between episodes, a submission rewritten) are collected as alarms, shown first.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
 
 from jobstate.budget_view import budget_use
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
+from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
 from jobstate.facts import compare
 from jobstate.git.snapshot import Revision, locate
@@ -46,13 +46,13 @@ class Diff:
 
     def cost_totals(self) -> dict[str, str]:
         """Added cost per currency."""
-        return _sum(self.costs, lambda c: str(c["currency"]))
+        return _by_currency(self.costs)
 
     def cost_by_period(self) -> dict[str, dict[str, str]]:
         """Added cost per period, then per currency."""
         out: dict[str, dict[str, str]] = {}
         for period in sorted({str(c["period_id"]) for c in self.costs}):
-            out[period] = _sum([c for c in self.costs if c["period_id"] == period], lambda c: str(c["currency"]))
+            out[period] = _by_currency([c for c in self.costs if c["period_id"] == period])
         return out
 
     def empty(self) -> bool:
@@ -85,12 +85,8 @@ class Diff:
         }
 
 
-def _sum(entries: list[dict[str, Any]], key: Any) -> dict[str, str]:
-    sums: dict[str, Decimal] = {}
-    for entry in entries:
-        k = key(entry)
-        sums[k] = sums.get(k, Decimal(0)) + Decimal(str(entry["amount"]))
-    return {k: format(v, "f") for k, v in sorted(sums.items())}
+def _by_currency(rows: list[dict[str, Any]]) -> dict[str, str]:
+    return sum_by_currency((str(row["amount"]), str(row["currency"])) for row in rows)
 
 
 def _order(view: EpisodeView) -> tuple[str, int, str]:
