@@ -114,7 +114,7 @@ def test_settlement_below_and_above_the_maximum(repo: Path, tmp_path: Path) -> N
     assert by_day["period"] == "2026-W32"  # the budget week that day falls in
     month = run_cli("budget", "--period", "2026-08", cwd=repo)
     assert (month.returncode, month.stdout) == (2, "")
-    assert "2026-08 is a month, longer than the budget's iso-week" in month.stderr
+    assert "2026-08 is a month, longer than the budget's week: give a week or a day in it" in month.stderr
 
 
 def test_warning_when_a_step_takes_the_period_past_the_threshold(repo: Path, tmp_path: Path) -> None:

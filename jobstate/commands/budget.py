@@ -6,7 +6,7 @@ from zoneinfo import ZoneInfo
 
 from jobstate.budget import usage
 from jobstate.commands._output import print_json
-from jobstate.core.budget import budget_period, longer
+from jobstate.core.budget import PER, budget_period, longer
 from jobstate.core.periods import parse_period, period_of
 from jobstate.errors import UsageError
 from jobstate.store import StoreOptions
@@ -23,10 +23,11 @@ def budget(options: StoreOptions, *, period: str | None, as_json: bool) -> int:
             target = period_of(today, config.budget.per)
         else:
             asked = parse_period(period)
+            per = next(name for name, kind in PER.items() if kind == config.budget.per)  # week, not iso-week
             if longer(asked.kind, config.budget.per):  # a month asked of weekly budgets: which week?
                 raise UsageError(
-                    f"--period {asked.id} is a {asked.kind}, longer than the budget's {config.budget.per}: "
-                    f"give a {config.budget.per} or a day in it"
+                    f"--period {asked.id} is a {asked.kind}, longer than the budget's {per}: "
+                    f"give a {per} or a day in it"
                 )
             target = budget_period(asked, config.budget.per)
         rows = usage(store, config.budget, target.id)
