@@ -36,7 +36,7 @@ def per_call(fn: Callable[[int], object], calls: int, rounds: int = 1) -> float:
 
 def new_repo(repo: Path, *, gc: bool = False) -> None:
     """``git init`` + ``jobstate init``; without ``gc``, no background git gc races the figures."""
-    from jobstate.setup_repo import init
+    from jobstate.store.init import init
 
     repo.mkdir()
     store, _ = init(repo, git_init=True)

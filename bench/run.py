@@ -57,10 +57,10 @@ def _tmp(prefix: str) -> tempfile.TemporaryDirectory[str]:
 # ------------------------------------------------------------------ allocate
 def _measure(repo: Path, size: int, calls: int, paid: bool) -> dict[str, float]:
     """Per-call seconds at one size: bare git add+commit, a new allocation, a retry, a paid-step record."""
-    from jobstate.allocation import allocate
+    from jobstate.allocate.allocation import allocate
     from jobstate.core.periods import parse_period
-    from jobstate.paid import paid_step
-    from jobstate.store import Store
+    from jobstate.paid.step import paid_step
+    from jobstate.store.store import Store
 
     weeks = [parse_period(f"2030-W{w:02d}") for w in range(1, 53)]
     out = {"base": float("inf"), "new": float("inf"), "retry": float("inf"), "record": float("inf")}
@@ -148,9 +148,9 @@ def cli_retry(repo: Path) -> None:
 _REMOTE_WORKER = """
 import sys
 from pathlib import Path
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
-from jobstate.store import Store
+from jobstate.store.store import Store
 repo, tag, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 week = parse_period("2026-W32")
 with Store(repo, lock_timeout=600, remote=sys.argv[4] or None) as store:
@@ -242,9 +242,9 @@ def bench_remote() -> None:
 
 # ---------------------------------------------------------------------- size
 def bench_size() -> None:
-    from jobstate.allocation import allocate
+    from jobstate.allocate.allocation import allocate
     from jobstate.core.periods import parse_period
-    from jobstate.store import Store
+    from jobstate.store.store import Store
 
     counts = (1000, 10000) if MODE["full"] else (1000,)
     print("== repository size after N allocations from scratch (git's default gc.auto; background git gc --auto) ==")
@@ -292,7 +292,7 @@ def bench_scaling() -> None:
 def bench_verify() -> None:
     from jobstate.git.snapshot import WorkTree
     from jobstate.hashing import hash_files
-    from jobstate.verify import collect, verify
+    from jobstate.review.verify import collect, verify
 
     episodes = int(os.environ.get("BENCH_VERIFY_EPISODES", "10000"))
     big = int(os.environ.get("BENCH_VERIFY_BIG", "100"))

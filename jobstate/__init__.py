@@ -19,12 +19,12 @@ from jobstate.errors import (
 from jobstate.version import __version__
 
 if TYPE_CHECKING:
-    from jobstate.allocation import allocate
+    from jobstate.allocate.allocation import allocate
     from jobstate.core.periods import Period, parse_period, period_of
     from jobstate.core.records import Allocation
-    from jobstate.paid import paid_step
-    from jobstate.store import Store
-    from jobstate.store import open_store as open  # noqa: A004
+    from jobstate.paid.step import paid_step
+    from jobstate.store.store import Store
+    from jobstate.store.store import open_store as open  # noqa: A004
 
 __all__ = [
     "Allocation",
@@ -47,13 +47,13 @@ __all__ = [
 
 _LAZY = {
     "Allocation": ("jobstate.core.records", "Allocation"),
-    "allocate": ("jobstate.allocation", "allocate"),
-    "paid_step": ("jobstate.paid", "paid_step"),
+    "allocate": ("jobstate.allocate.allocation", "allocate"),
+    "paid_step": ("jobstate.paid.step", "paid_step"),
     "Period": ("jobstate.core.periods", "Period"),
     "parse_period": ("jobstate.core.periods", "parse_period"),
     "period_of": ("jobstate.core.periods", "period_of"),
-    "Store": ("jobstate.store", "Store"),
-    "open": ("jobstate.store", "open_store"),
+    "Store": ("jobstate.store.store", "Store"),
+    "open": ("jobstate.store.store", "open_store"),
 }
 
 

@@ -23,10 +23,10 @@ from jobstate.core.clock import utc_now
 from jobstate.core.keys import SCHEDULERS
 from jobstate.error_handler import run_handled
 from jobstate.errors import EXIT_CODES, UsageError
-from jobstate.store import StoreOptions
+from jobstate.store.store import StoreOptions
 
 if TYPE_CHECKING:
-    from jobstate.scheduled import Request
+    from jobstate.allocate.from_scheduler import Request
 from jobstate.version import __version__
 
 
@@ -99,7 +99,7 @@ def _scheduled(a: argparse.Namespace) -> Request | None:
             raise UsageError(f"{stray[0]} works with --from SCHEDULER only")
         return None
     # a plain --key (the retry path) loads no scheduler module and no cron library
-    from jobstate.scheduled import Request  # noqa: PLC0415 - start-up
+    from jobstate.allocate.from_scheduler import Request  # noqa: PLC0415 - start-up
 
     return Request(
         scheduler=a.from_,

@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 from jobstate.core.costs import totals
-from jobstate.episode_files import cost_entries
-from jobstate.store import Store
+from jobstate.store.episode_files import cost_entries
+from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator, arm_fault_remote, ledger
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-import jobstate.setup_repo
-import jobstate.store
+import jobstate.store.init
+import jobstate.store.store
 from jobstate.git.repo import find_root
 from jobstate.main import main
-from jobstate.setup_repo import init
-from jobstate.store import Store
+from jobstate.store.init import init
+from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
 FIXED = datetime(2026, 8, 7, 10, 0, 0, tzinfo=UTC)
@@ -59,8 +59,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             raise AssertionError(f"test tried to use a state repo outside tmp_path: {root}")
         return root
 
-    monkeypatch.setattr(jobstate.store, "find_root", guarded_find_root)
-    monkeypatch.setattr(jobstate.setup_repo, "find_root", guarded_find_root)
+    monkeypatch.setattr(jobstate.store.store, "find_root", guarded_find_root)
+    monkeypatch.setattr(jobstate.store.init, "find_root", guarded_find_root)
 
 
 def git(repo: Path, *args: str) -> str:

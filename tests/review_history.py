@@ -13,14 +13,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
-from jobstate.migrate import migrate
-from jobstate.paid import paid_step
-from jobstate.resolution import resolve
-from jobstate.review import approve, complete
-from jobstate.setup_repo import init
-from jobstate.store import Store
+from jobstate.paid.approval import approve, complete
+from jobstate.paid.resolution import resolve
+from jobstate.paid.step import paid_step
+from jobstate.review.migrate import migrate
+from jobstate.store.init import init
+from jobstate.store.store import Store
 
 from .conftest import FIXED, git
 from .legacy import make_legacy_repo

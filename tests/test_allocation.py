@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.errors import AllocationConflict, JobstateError, StateInvalid, UsageError
-from jobstate.store import Store
-from jobstate.yamlio import dumps
+from jobstate.store.store import Store
+from jobstate.store.yamlio import dumps
 
 from .conftest import both_formats, committed_files, git, run_cli, status
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobstate.core.periods import parse_period
-from jobstate.store import Store
+from jobstate.store.store import Store
 
 from .conftest import committed_files, git, status
 from .procs import parse_json_lines, run_together

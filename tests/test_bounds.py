@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.main import main
-from jobstate.yamlio import MAX_STATE_BYTES
+from jobstate.store.yamlio import MAX_STATE_BYTES
 
 from .conftest import git, run_cli
 

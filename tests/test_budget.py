@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.errors import BudgetExceeded, FingerprintMismatch, StepAlreadyCompleted, UsageError
-from jobstate.paid import paid_step
-from jobstate.store import Store
+from jobstate.paid.step import paid_step
+from jobstate.store.store import Store
 
 from .conftest import git, run_cli, status
 from .procs import run_together

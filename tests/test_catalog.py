@@ -1,4 +1,4 @@
-"""jobstate.catalog: derived data, never the truth."""
+"""jobstate.store.catalog: derived data, never the truth."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jobstate.main import main
-from jobstate.yamlio import loads
+from jobstate.store.yamlio import loads
 
 from .conftest import git
 
@@ -62,7 +62,7 @@ def test_a_malformed_cost_entry_is_annotated_at_the_ledger_entries(
 
 
 def test_github_annotations_escape_newlines_and_commas() -> None:
-    from jobstate.annotations import _escape_data, _escape_property
+    from jobstate.review.annotations import _escape_data, _escape_property
 
     assert _escape_data("a\nb%c") == "a%0Ab%25c"
     assert _escape_property("state/a,b:c.yaml") == "state/a%2Cb%3Ac.yaml"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from jobstate.core.layout import CONFIG_FILE
-from jobstate.lock import FileLock
 from jobstate.main import build_parser, main
+from jobstate.store.lock import FileLock
 
 from .conftest import git, run_cli
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import Period
 from jobstate.errors import UsageError
 from jobstate.main import main
-from jobstate.store import Store
-from jobstate.yamlio import load_file
+from jobstate.store.store import Store
+from jobstate.store.yamlio import load_file
 
 from .conftest import git, run_cli, status
 from .scheduler_envs import (

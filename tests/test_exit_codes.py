@@ -10,7 +10,7 @@ import pytest
 
 from jobstate import errors
 from jobstate.main import main
-from jobstate.setup_repo import init
+from jobstate.store.init import init
 
 from .conftest import git, plain_repo
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.git.headcheck import committed_files, matches_head
 from jobstate.git.objects import BLOB_MODE, SHA1, SHA256, ObjectFormat, Tree, blob_sha
 from jobstate.git.repo import GitRepo
-from jobstate.store import Store
+from jobstate.store.store import Store
 
 from .conftest import git
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.costs import Charge, cost_entry_from_yaml_dict, recorded_charge
 from jobstate.core.periods import parse_period
-from jobstate.episode_files import cost_entries
 from jobstate.errors import ChargeConflict, UsageError
 from jobstate.main import main
-from jobstate.paid import paid_step
-from jobstate.store import Store
+from jobstate.paid.step import paid_step
+from jobstate.store.episode_files import cost_entries
+from jobstate.store.store import Store
 
 from .conftest import git, stable_cmd, status
 

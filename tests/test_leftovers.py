@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.episode_files import cost_entries
 from jobstate.main import main
-from jobstate.store import Store
+from jobstate.store.episode_files import cost_entries
+from jobstate.store.store import Store
 
 from .conftest import git, stable_cmd, status
 

@@ -1,4 +1,4 @@
-"""jobstate.lock: the host-local lock and its holder record."""
+"""jobstate.store.lock: the host-local lock and its holder record."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from jobstate.errors import LockTimeout
-from jobstate.lock import FileLock, read_holder
+from jobstate.store.lock import FileLock, read_holder
 
 _HOLD = """
 import sys, time
 from pathlib import Path
-from jobstate.lock import FileLock
+from jobstate.store.lock import FileLock
 with FileLock(Path(sys.argv[1]), 5):
     print("held", flush=True)
     time.sleep(30)

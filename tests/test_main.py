@@ -137,7 +137,7 @@ def test_show_and_list(repo: Path) -> None:
 _HOLDER = """
 import sys, time
 from pathlib import Path
-from jobstate.lock import FileLock
+from jobstate.store.lock import FileLock
 with FileLock(Path(sys.argv[1]), 5):
     print("held", flush=True)
     time.sleep(60)

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
-from jobstate.store import Store
-from jobstate.yamlio import loads
+from jobstate.store.store import Store
+from jobstate.store.yamlio import loads
 
 from .conftest import both_formats, git, run_cli, status
 from .fakegit import fake_git, run_killed

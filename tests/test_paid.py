@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
-from jobstate.episode_files import cost_entries, submissions
 from jobstate.errors import (
     EpisodeUnknown,
     JobstateError,
@@ -19,11 +18,12 @@ from jobstate.errors import (
     SubmissionUnknown,
     UsageError,
 )
-from jobstate.paid import paid_step
-from jobstate.resolution import resolve
-from jobstate.review import approve, complete
-from jobstate.store import Store
-from jobstate.yamlio import loads
+from jobstate.paid.approval import approve, complete
+from jobstate.paid.resolution import resolve
+from jobstate.paid.step import paid_step
+from jobstate.store.episode_files import cost_entries, submissions
+from jobstate.store.store import Store
+from jobstate.store.yamlio import loads
 from jobstate_demo.vendor_sim import VendorSimulator, submit
 
 from .conftest import FIXED, both_formats, committed_files, git, run_cli, status, vendor_step
@@ -165,8 +165,8 @@ def test_body_raising_before_accept_is_unknown_then_refused(store: Store, episod
 _KILLED_BODY = """
 import sys, time
 from pathlib import Path
-from jobstate.paid import paid_step
-from jobstate.store import Store
+from jobstate.paid.step import paid_step
+from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import submit
 store = Store(Path(sys.argv[1]))
 with paid_step(store, sys.argv[2], "generate") as step:

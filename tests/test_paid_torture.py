@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.episode_files import cost_entries, submissions
-from jobstate.store import Store
+from jobstate.store.episode_files import cost_entries, submissions
+from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import git, run_cli, status, vendor_step

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from jobstate.main import main
-from jobstate.render import COMMENT_LIMIT
-from jobstate.review_state import Ticker
+from jobstate.review.render import COMMENT_LIMIT
+from jobstate.review.revision import Ticker
 
 from .conftest import git
 
@@ -97,7 +97,7 @@ def test_json_is_complete(big: Path, capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_the_loud_section_is_shortened_not_dropped(capsys: pytest.CaptureFixture[str]) -> None:
-    from jobstate.render import Section, to_markdown
+    from jobstate.review.render import Section, to_markdown
 
     rows = [[f"episode deleted {i}", "x" * 50] for i in range(400)]
     md = to_markdown("h", [Section("Never", ["a", "b"], rows, loud=True)], max_chars=5000, full="jobstate diff")

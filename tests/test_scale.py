@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.git.cache_tree import drop_cache_tree
-from jobstate.store import Store
+from jobstate.store.store import Store
 
 from .conftest import git, run_cli, status
 

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from jobstate.allocate.cron import latest_fire
+from jobstate.allocate.schedulers import Derivation, derive
+from jobstate.allocate.unstable_keys import unstable_key_warning
 from jobstate.core.keys import SCHEDULERS
 from jobstate.core.periods import Period
-from jobstate.cron import latest_fire
 from jobstate.errors import UsageError
-from jobstate.schedulers import Derivation, derive
-from jobstate.unstable_keys import unstable_key_warning
 
 from .scheduler_envs import K8S_JOB, MONDAY, RECIPES, Run, minutes
 

@@ -1,4 +1,4 @@
-"""jobstate.step_command: the `jobstate run` protocol."""
+"""jobstate.paid.run_protocol: the `jobstate run` protocol."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def test_package_has_no_import_cycles_even_through_function_local_imports() -> N
     for node in sorted(graph):
         if node not in state:
             walk(node)
-    assert "jobstate.transaction" in graph["jobstate.allocation_decision"]
+    assert "jobstate.store.transaction" in graph["jobstate.allocate.decision"]
 
 
 def test_function_local_imports_only_at_the_dispatch_boundary_or_documented_start_up_exceptions() -> None:
@@ -103,8 +103,8 @@ def test_core_is_pure_and_third_party_libraries_have_one_home_each() -> None:
             if _module_name(path).startswith("jobstate.core.") and names:
                 assert not {"subprocess", "os", "sqlite3", "yaml", "git", "portalocker"} & set(names), path
     assert homes == {
-        "yaml": {"jobstate.yamlio"},
-        "portalocker": {"jobstate.lock"},
+        "yaml": {"jobstate.store.yamlio"},
+        "portalocker": {"jobstate.store.lock"},
         "git": {"jobstate.git.repo"},
-        "sqlite3": {"jobstate.catalog"},
+        "sqlite3": {"jobstate.store.catalog"},
     }

@@ -1,4 +1,4 @@
-"""jobstate.transaction: changes that land whole or not at all, whatever runs beside them."""
+"""jobstate.store.transaction: changes that land whole or not at all, whatever runs beside them."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import threading
 import time
 from pathlib import Path
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
-from jobstate.store import Store
+from jobstate.store.store import Store
 
 from .conftest import committed_files, git, run_cli, status
 from .fakegit import fake_git, git_on_path

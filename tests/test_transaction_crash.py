@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.store import Store
+from jobstate.store.store import Store
 
 from .conftest import both_formats, committed_files, git, run_cli, status
 from .fakegit import fake_git, git_on_path, run_killed

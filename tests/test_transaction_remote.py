@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.setup_repo import init
+from jobstate.store.init import init
 
 from .conftest import both_formats, git, git_init, run_cli, status
 from .fakegit import git_on_path

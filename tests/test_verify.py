@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
-from jobstate.paid import paid_step
-from jobstate.setup_repo import init
-from jobstate.store import Store
+from jobstate.paid.step import paid_step
+from jobstate.store.init import init
+from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import both_formats, git, git_init, run_cli, vendor_step

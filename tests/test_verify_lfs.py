@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocation import allocate
+from jobstate.allocate.allocation import allocate
 from jobstate.core.lfs import Pointer, parse_pointer
 from jobstate.core.periods import parse_period
 from jobstate.main import main
-from jobstate.paid import paid_step
-from jobstate.store import Store
+from jobstate.paid.step import paid_step
+from jobstate.store.store import Store
 
 from .conftest import FIXED, both_formats, git, status
 from .snapshots import tree_state

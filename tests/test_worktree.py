@@ -1,4 +1,4 @@
-"""jobstate.worktree: what state/ holds beside HEAD, read under the lock; nothing of the user's is deleted."""
+"""jobstate.store.worktree: what state/ holds beside HEAD, read under the lock; nothing of the user's is deleted."""
 
 from __future__ import annotations
 

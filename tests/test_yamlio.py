@@ -1,4 +1,4 @@
-"""jobstate.yamlio: safe loading."""
+"""jobstate.store.yamlio: safe loading."""
 
 from __future__ import annotations
 

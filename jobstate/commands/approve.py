@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jobstate.commands._output import note
-from jobstate.review import approve as approve_episode
-from jobstate.store import StoreOptions
+from jobstate.paid.approval import approve as approve_episode
+from jobstate.store.store import StoreOptions
 
 
 def approve(options: StoreOptions, *, episode: str, by: str, reject: bool, reason: str | None) -> int:

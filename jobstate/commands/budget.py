@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo
 
-from jobstate.budget import usage
 from jobstate.commands._output import print_json
 from jobstate.core.budget import PER, budget_period, longer
 from jobstate.core.periods import parse_period, period_of
 from jobstate.errors import UsageError
-from jobstate.store import StoreOptions
+from jobstate.paid.budget import usage
+from jobstate.store.store import StoreOptions
 
 
 def budget(options: StoreOptions, *, period: str | None, as_json: bool) -> int:

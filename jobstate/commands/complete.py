@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jobstate.commands._output import note, print_json
-from jobstate.review import complete as complete_episode
-from jobstate.store import StoreOptions
+from jobstate.paid.approval import complete as complete_episode
+from jobstate.store.store import StoreOptions
 
 
 def complete(options: StoreOptions, *, episode: str, as_json: bool) -> int:

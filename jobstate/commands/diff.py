@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from jobstate.commands._output import emit, note
-from jobstate.diff import diff as diff_states
 from jobstate.errors import VERIFY_PROBLEMS
-from jobstate.render import render
-from jobstate.store import repo_path
+from jobstate.review.diff import diff as diff_states
+from jobstate.review.render import render
+from jobstate.store.store import repo_path
 
 
 def diff(repo: str | None, *, base: str, rev: str, fmt: str, max_chars: int, output: str | None, strict: bool) -> int:

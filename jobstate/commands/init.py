@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from jobstate.commands._output import note
 from jobstate.errors import UsageError
-from jobstate.setup_repo import init as init_repo
-from jobstate.store import repo_path
+from jobstate.store.init import init as init_repo
+from jobstate.store.store import repo_path
 
 
 def init(repo: str | None, *, git_init: bool, remote: str | None = None) -> int:

@@ -6,9 +6,9 @@ import os
 from collections.abc import Callable
 from datetime import datetime
 
+from jobstate.allocate.from_scheduler import Request, key_for, read_podinfo
 from jobstate.commands._output import print_json
-from jobstate.scheduled import Request, key_for, read_podinfo
-from jobstate.store import repo_path
+from jobstate.store.store import repo_path
 
 _SOURCE = {
     "intended": "the intended time",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from jobstate.commands._output import print_json
 from jobstate.core.periods import parse_period
-from jobstate.episode_view import describe
-from jobstate.store import StoreOptions
+from jobstate.review.episode_view import describe
+from jobstate.store.store import StoreOptions
 
 
 def list_episodes(options: StoreOptions, *, period: str | None, as_json: bool) -> int:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jobstate.commands._output import print_json
-from jobstate.lock import describe
-from jobstate.store import StoreOptions
+from jobstate.store.lock import describe
+from jobstate.store.store import StoreOptions
 
 
 def lock_info(options: StoreOptions, *, as_json: bool) -> int:

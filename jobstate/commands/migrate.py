@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from jobstate.migrate import dry_run_text
-from jobstate.migrate import migrate as migrate_state
-from jobstate.store import StoreOptions
+from jobstate.review.migrate import dry_run_text
+from jobstate.review.migrate import migrate as migrate_state
+from jobstate.store.store import StoreOptions
 
 
 def migrate(options: StoreOptions, *, dry_run: bool) -> int:

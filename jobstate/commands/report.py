@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from jobstate.commands._output import emit
-from jobstate.html import to_html
-from jobstate.render import render
-from jobstate.report import report as build_report
-from jobstate.store import repo_path
+from jobstate.review.html import to_html
+from jobstate.review.render import render
+from jobstate.review.report import report as build_report
+from jobstate.store.store import repo_path
 
 
 def report(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jobstate.commands._output import note
-from jobstate.resolution import resolve as resolve_step
-from jobstate.store import StoreOptions
+from jobstate.paid.resolution import resolve as resolve_step
+from jobstate.store.store import StoreOptions
 
 
 def resolve(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from jobstate.commands._output import note
-from jobstate.step_command import run_step_command
-from jobstate.store import StoreOptions
+from jobstate.paid.run_protocol import run_step_command
+from jobstate.store.store import StoreOptions
 
 
 def run(
@@ -18,7 +18,7 @@ def run(
     max_cost: str | None,
     request: str | None,
 ) -> int:
-    """Run CMD as a paid step (see jobstate.step_command)."""
+    """Run CMD as a paid step (see jobstate.paid.run_protocol)."""
     argv = list(command[1:]) if command[:1] == ["--"] else list(command)
     with options.open() as store:
         run_step_command(store, episode, step, argv, max_cost=max_cost, request_file=request, notify=note)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 
 from jobstate.commands._output import print_json
-from jobstate.episode_view import describe
-from jobstate.store import StoreOptions
-from jobstate.yamlio import dumps
+from jobstate.review.episode_view import describe
+from jobstate.store.store import StoreOptions
+from jobstate.store.yamlio import dumps
 
 
 def show(options: StoreOptions, episode_id: str, *, as_json: bool, records: bool = False) -> int:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from jobstate.annotations import github_annotations
 from jobstate.commands._output import note, print_json
 from jobstate.errors import STATE_INVALID, VERIFY_PROBLEMS
-from jobstate.store import repo_path
-from jobstate.verify import Report
-from jobstate.verify import verify as verify_state
+from jobstate.review.annotations import github_annotations
+from jobstate.review.verify import Report
+from jobstate.review.verify import verify as verify_state
+from jobstate.store.store import repo_path
 
 
 def verify(

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jobstate.catalog import Catalog
 from jobstate.core.approvals import Decision, approvals_to_yaml_dict, new_decision
 from jobstate.core.clock import format_time
 from jobstate.core.costs import totals
 from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.records import AttemptState
-from jobstate.episode_files import approval, approval_file, artifacts, cost_entries, record_change, submissions
 from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, StepRunning, SubmissionUnknown, UsageError
-from jobstate.leftovers import remove_temp_files, running_steps
-from jobstate.paid import guard, resolve_command
-from jobstate.store import Store
-from jobstate.transaction import StateChange, transact
+from jobstate.paid.leftovers import remove_temp_files, running_steps
+from jobstate.paid.step import guard, resolve_command
+from jobstate.store.catalog import Catalog
+from jobstate.store.episode_files import approval, approval_file, artifacts, cost_entries, record_change, submissions
+from jobstate.store.store import Store
+from jobstate.store.transaction import StateChange, transact
 
 
 def approve(

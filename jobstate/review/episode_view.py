@@ -8,10 +8,10 @@ from jobstate.core.costs import totals
 from jobstate.core.layout import history_path
 from jobstate.core.records import Episode
 from jobstate.core.status import episode_status, step_status
-from jobstate.episode_files import approval, artifacts, cost_entries, submissions
-from jobstate.leftovers import running_steps
-from jobstate.store import Store
-from jobstate.yamlio import load_file
+from jobstate.paid.leftovers import running_steps
+from jobstate.store.episode_files import approval, artifacts, cost_entries, submissions
+from jobstate.store.store import Store
+from jobstate.store.yamlio import load_file
 
 
 def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]:

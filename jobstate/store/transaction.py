@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from jobstate.atomic import atomic_write
-from jobstate.catalog import Catalog
 from jobstate.core.layout import STATE, describes_episode
 from jobstate.errors import ConcurrentUpdate, JobstateError, RemoteUnavailable, UsageError
 from jobstate.git.index import IndexLock
-from jobstate.lock import FileLock
-from jobstate.store import Store
-from jobstate.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
+from jobstate.store.catalog import Catalog
+from jobstate.store.lock import FileLock
+from jobstate.store.store import Store
+from jobstate.store.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
 
 T = TypeVar("T")
 ATTEMPTS = 30

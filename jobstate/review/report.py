@@ -12,12 +12,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from jobstate.budget_view import budget_use
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
 from jobstate.core.status import STATUSES
 from jobstate.errors import UsageError
-from jobstate.review_state import StateView, read_state
+from jobstate.review.budget_use import budget_use
+from jobstate.review.revision import StateView, read_state
 
 
 @dataclass

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobstate.budget_view import budget_use
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
-from jobstate.facts import compare
 from jobstate.git.snapshot import Revision, locate
-from jobstate.review_state import EpisodeView, StateView, read_state
-from jobstate.verify import collect
+from jobstate.review.budget_use import budget_use
+from jobstate.review.facts import compare
+from jobstate.review.revision import EpisodeView, StateView, read_state
+from jobstate.review.verify import collect
 
 E = TypeVar("E")  # an entry of an append-only ledger
 

@@ -12,9 +12,9 @@ from decimal import Decimal
 from jobstate.core.budget import Budget, Usage, episode_periods
 from jobstate.core.layout import STATE
 from jobstate.core.periods import parse_episode_id
-from jobstate.episode_files import cost_entries, submissions
 from jobstate.errors import UsageError
-from jobstate.store import Store
+from jobstate.store.episode_files import cost_entries, submissions
+from jobstate.store.store import Store
 
 
 def _episodes_in(store: Store, period_ids: list[str]) -> list[str]:

@@ -21,11 +21,11 @@ from jobstate.core.periods import parse_period
 from jobstate.core.records import episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import AllocationConflict, ConcurrentUpdate, StateInvalid, UsageError, VerifyFailed
 from jobstate.hashing import sha256_file
-from jobstate.store import Store
-from jobstate.transaction import commit, locked, sync_remote
-from jobstate.verify import verify
+from jobstate.review.verify import verify
+from jobstate.store.store import Store
+from jobstate.store.transaction import commit, locked, sync_remote
+from jobstate.store.yamlio import dumps, load_file, loads
 from jobstate.version import __version__
-from jobstate.yamlio import dumps, load_file, loads
 
 
 @dataclass

@@ -1,19 +1,19 @@
-"""A new allocation, decided under the lock on the freshest state (see jobstate.allocation for retries)."""
+"""A new allocation, decided under the lock on the freshest state (see jobstate.allocate.allocation for retries)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from jobstate.catalog import Catalog, Row
 from jobstate.core.clock import format_time
 from jobstate.core.layout import episode_path
 from jobstate.core.periods import Period, format_episode_id, next_sequence
 from jobstate.core.records import Allocation, Episode
 from jobstate.errors import AllocationConflict, StateInvalid
-from jobstate.store import Store
-from jobstate.transaction import StateChange, transact
-from jobstate.worktree import check_clean, uncommitted_episodes
-from jobstate.yamlio import dumps
+from jobstate.store.catalog import Catalog, Row
+from jobstate.store.store import Store
+from jobstate.store.transaction import StateChange, transact
+from jobstate.store.worktree import check_clean, uncommitted_episodes
+from jobstate.store.yamlio import dumps
 
 
 def allocate_locked(store: Store, key: str, period: Period, *, extra: dict[str, Any], keep_period: bool) -> Allocation:

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from jobstate.catalog import Catalog
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
 from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
-from jobstate.episode_files import submissions, submissions_change
 from jobstate.errors import AlreadyRecorded, StepRunning, SubmissionUnknown, UsageError
-from jobstate.leftovers import running_steps
-from jobstate.paid import guard, resolve_command
-from jobstate.store import Store
-from jobstate.transaction import StateChange, transact
+from jobstate.paid.leftovers import running_steps
+from jobstate.paid.step import guard, resolve_command
+from jobstate.store.catalog import Catalog
+from jobstate.store.episode_files import submissions, submissions_change
+from jobstate.store.store import Store
+from jobstate.store.transaction import StateChange, transact
 
 
 def _refuse_settled(episode_id: str, step: str, last: Attempt, ref: str | None) -> None:

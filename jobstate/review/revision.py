@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobstate.config import config_from_yaml_dict
 from jobstate.core.approvals import Decision, approvals_from_yaml_dict, legacy_decision
 from jobstate.core.artifacts import Artifact, artifact_map, artifacts_from_yaml_dict
 from jobstate.core.attempts import Steps, submissions_from_yaml_dict
@@ -25,7 +24,8 @@ from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.core.status import episode_status
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.snapshot import Revision, locate
-from jobstate.yamlio import loads
+from jobstate.store.config import config_from_yaml_dict
+from jobstate.store.yamlio import loads
 
 T = TypeVar("T")
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches

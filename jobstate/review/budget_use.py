@@ -11,7 +11,7 @@ from jobstate.core.periods import parse_period
 from jobstate.errors import UsageError
 
 if TYPE_CHECKING:
-    from jobstate.review_state import StateView
+    from jobstate.review.revision import StateView
 
 
 def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[dict[str, Any]]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from jobstate.config import DEFAULT_CONFIG_TEXT
 from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE
 from jobstate.errors import NotInitialized, UsageError
 from jobstate.git.repo import find_root, init_repository
 from jobstate.git.runner import run_git
-from jobstate.store import Store
-from jobstate.transaction import StateChange, transact
+from jobstate.store.config import DEFAULT_CONFIG_TEXT
+from jobstate.store.store import Store
+from jobstate.store.transaction import StateChange, transact
 
 
 def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from jobstate.allocate.cron import latest_fire, zone
 from jobstate.core.clock import format_time
 from jobstate.core.keys import SCHEDULERS, validate_key
 from jobstate.core.periods import Period, period_of
-from jobstate.cron import latest_fire, zone
 from jobstate.errors import UsageError
 
 # a Job name's minutes outside these years are not a CronJob's schedule (kubectl create job foo-1)

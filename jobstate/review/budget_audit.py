@@ -10,7 +10,7 @@ from jobstate.core.budget import Budget, budget_period
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
 from jobstate.errors import UsageError
-from jobstate.facts import Facts, Problem
+from jobstate.review.facts import Facts, Problem
 
 
 def check_settlement(attempt: Attempt, path: str, problems: list[Problem]) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jobstate.facts import Problem
 from jobstate.git.snapshot import Revision, Snapshot, WorkTree, locate
-from jobstate.verify import Report
-from jobstate.yamlio import key_line
+from jobstate.review.facts import Problem
+from jobstate.review.verify import Report
+from jobstate.store.yamlio import key_line
 
 # what a problem message names first -> where that lives in its YAML file
 _KEYS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [

@@ -11,13 +11,13 @@ import os
 import shutil
 
 from jobstate.atomic import TEMP_PREFIX
-from jobstate.catalog import Catalog, Row
-from jobstate.config import config_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, HISTORY, STATE, describes_episode, episode_path
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
-from jobstate.store import Store
-from jobstate.yamlio import load_file, loads
+from jobstate.store.catalog import Catalog, Row
+from jobstate.store.config import config_from_yaml_dict
+from jobstate.store.store import Store
+from jobstate.store.yamlio import load_file, loads
 
 
 def fresh_catalog(store: Store) -> Catalog:

@@ -18,9 +18,9 @@ from jobstate.core.keys import request_fingerprint
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.records import AttemptState
 from jobstate.errors import CommandFailed, JobstateError, SubmissionUnknown, UsageError
-from jobstate.paid import PaidStep, paid_step
-from jobstate.resolution import resolve
-from jobstate.store import Store
+from jobstate.paid.resolution import resolve
+from jobstate.paid.step import PaidStep, paid_step
+from jobstate.store.store import Store
 
 REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
 COST_FIELDS = ("amount", "currency", "charge_id")

@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobstate.diff import Diff
 from jobstate.errors import UsageError
-from jobstate.report import Report
+from jobstate.review.diff import Diff
+from jobstate.review.report import Report
 
 COMMENT_LIMIT = 65_536  # a GitHub pull request comment, in characters
 SUMMARY_LIMIT = 1 << 20  # a GitHub step summary, 1 MiB
@@ -190,7 +190,7 @@ def to_json(value: Diff | Report) -> str:
 
 
 def render(value: Diff | Report, fmt: str, *, max_chars: int = COMMENT_LIMIT) -> str:
-    """``value`` as ``text``, ``markdown`` or ``json`` (``html`` is in jobstate.html)."""
+    """``value`` as ``text``, ``markdown`` or ``json`` (``html`` is in jobstate.review.html)."""
     if fmt == "json":
         return to_json(value)
     if isinstance(value, Diff):

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from jobstate.budget import usage
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.budget import budget_period, check_reservation, crosses_warning, episode_periods, parse_max_cost
 from jobstate.core.layout import CONFIG_FILE, COSTS, STATE, SUBMISSIONS
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, Episode
 from jobstate.errors import DirtyState, FingerprintMismatch, UsageError
-from jobstate.store import Store
+from jobstate.paid.budget import usage
+from jobstate.store.store import Store
 
 _SAID: dict[str, str] = {
     AttemptState.INTENT.value: "unknown",

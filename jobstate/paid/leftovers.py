@@ -17,8 +17,8 @@ from pathlib import Path
 
 from jobstate.atomic import TEMP_PREFIX
 from jobstate.core.layout import PRIVATE, RECORD_FILES, episode_dir, step_lock_path
-from jobstate.lock import read_holder
-from jobstate.store import Store
+from jobstate.store.lock import read_holder
+from jobstate.store.store import Store
 
 LEFTOVERS = f"{PRIVATE}/leftovers"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from decimal import Decimal
 from html import escape
 
-from jobstate.render import money, report_sections
-from jobstate.report import Report
+from jobstate.review.render import money, report_sections
+from jobstate.review.report import Report
 
 COLORS = {
     "allocated": "#9aa5b1",

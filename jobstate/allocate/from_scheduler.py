@@ -1,6 +1,6 @@
 """Allocation from a scheduler's identity: ``jobstate key --from`` and ``jobstate allocate --from``.
 
-The derivation itself is pure (jobstate.schedulers); this module adds the
+The derivation itself is pure (jobstate.allocate.schedulers); this module adds the
 repository's settings (period kind, timezone), the period options and the
 allocation with the ``scheduler:`` record.
 """
@@ -12,16 +12,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from jobstate.allocation import allocate
-from jobstate.config import Config, config_from_yaml_dict
+from jobstate.allocate.allocation import allocate
+from jobstate.allocate.cron import zone
+from jobstate.allocate.schedulers import Derivation, derive
 from jobstate.core.layout import CONFIG_FILE
 from jobstate.core.periods import Period, parse_date, parse_period, parse_time, period_of
 from jobstate.core.records import Allocation
-from jobstate.cron import zone
 from jobstate.errors import UsageError
 from jobstate.git.repo import find_root
-from jobstate.schedulers import Derivation, derive
-from jobstate.store import Store
+from jobstate.store.config import Config, config_from_yaml_dict
+from jobstate.store.store import Store
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def settings_at(path: Path) -> Config | None:
     config_path = root / CONFIG_FILE
     if not config_path.is_file():
         return Config()
-    from jobstate.yamlio import load_file  # noqa: PLC0415 - start-up: allocate --from reads no YAML
+    from jobstate.store.yamlio import load_file  # noqa: PLC0415 - start-up: allocate --from reads no YAML
 
     return config_from_yaml_dict(load_file(config_path, CONFIG_FILE), CONFIG_FILE)
 

@@ -9,9 +9,9 @@ from jobstate.core.artifacts import Artifact, artifacts_from_yaml_dict
 from jobstate.core.attempts import Steps, submissions_from_yaml_dict, submissions_to_yaml_dict
 from jobstate.core.costs import CostEntry, costs_from_yaml_dict
 from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, SUBMISSIONS, record_path
-from jobstate.store import Store
-from jobstate.transaction import StateChange
-from jobstate.yamlio import dumps, load_file
+from jobstate.store.store import Store
+from jobstate.store.transaction import StateChange
+from jobstate.store.yamlio import dumps, load_file
 
 T = TypeVar("T")
 

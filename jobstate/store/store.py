@@ -1,6 +1,6 @@
 """The state repository: its root, settings, the derived catalog, and reads. Nothing here writes state.
 
-Every state change goes through jobstate.transaction: the lock is taken, an
+Every state change goes through jobstate.store.transaction: the lock is taken, an
 interrupted earlier change is repaired, the remote (if any) is fetched, the
 catalog is brought up to date with HEAD, and only then does the caller read,
 decide and commit.
@@ -15,14 +15,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.catalog import Catalog
-from jobstate.config import Config
 from jobstate.core.clock import utc_now
 from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_path
 from jobstate.core.periods import Period, parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict
 from jobstate.errors import EpisodeUnknown, NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo, find_root
+from jobstate.store.catalog import Catalog
+from jobstate.store.config import Config
 
 
 class Store:
@@ -104,8 +104,8 @@ class Store:
                 if cached:
                     self._config = Config.from_json(cached)
             if self._config is None:
-                from jobstate.config import config_from_yaml_dict  # noqa: PLC0415 - start-up: no YAML on the retry path
-                from jobstate.yamlio import loads  # noqa: PLC0415 - start-up: no YAML on the retry path
+                from jobstate.store.config import config_from_yaml_dict  # noqa: PLC0415 - start-up: no YAML on the retry path
+                from jobstate.store.yamlio import loads  # noqa: PLC0415 - start-up: no YAML on the retry path
 
                 self._config = config_from_yaml_dict(loads(data, CONFIG_FILE) if data else None)
         return self._config
@@ -138,7 +138,7 @@ class Store:
 
     def lock_holder(self) -> dict[str, object] | None:
         """Who holds the lock, or None. Read-only apart from opening the lock file."""
-        from jobstate.lock import read_holder  # noqa: PLC0415 - start-up: the retry path loads no portalocker
+        from jobstate.store.lock import read_holder  # noqa: PLC0415 - start-up: the retry path loads no portalocker
 
         return read_holder(self.lock_path)
 
@@ -165,7 +165,7 @@ class Store:
         return cat
 
     def open_catalog(self) -> Catalog:
-        """The writable catalog connection, as it is (jobstate.transaction brings it up to date under the lock)."""
+        """The writable catalog connection, as it is (the transaction brings it up to date under the lock)."""
         if self._catalog is None:
             self.ensure_private()
             self._catalog = Catalog.open(self.catalog_path)
@@ -197,7 +197,7 @@ class Store:
     # ----------------------------------------------------------------- reading
     def episode(self, episode_id: str) -> Episode:
         """The committed episode ``episode_id``; EpisodeUnknown if absent. Read-only."""
-        from jobstate.yamlio import load_file  # noqa: PLC0415 - start-up: no YAML on the retry path
+        from jobstate.store.yamlio import load_file  # noqa: PLC0415 - start-up: no YAML on the retry path
 
         parse_episode_id(episode_id)
         self.require_initialized()
@@ -219,7 +219,7 @@ class Store:
 
     def episodes(self, period_id: str | None = None) -> list[Episode]:
         """Every episode in the work tree's state/ (optionally one period), in order. Read-only."""
-        from jobstate.yamlio import load_file  # noqa: PLC0415 - start-up: no YAML on the retry path
+        from jobstate.store.yamlio import load_file  # noqa: PLC0415 - start-up: no YAML on the retry path
 
         self.require_initialized()
         out = []

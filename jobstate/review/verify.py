@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobstate.budget_audit import check_budgets, check_settlement
-from jobstate.config import Config, config_from_yaml_dict
 from jobstate.core.approvals import approvals_from_yaml_dict
 from jobstate.core.artifacts import artifacts_from_yaml_dict
 from jobstate.core.attempts import submissions_from_yaml_dict
@@ -28,7 +26,12 @@ from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
-from jobstate.facts import (
+from jobstate.git.repo import GitRepo
+from jobstate.git.signing import signature_problems
+from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
+from jobstate.hashing import Progress
+from jobstate.review.budget_audit import check_budgets, check_settlement
+from jobstate.review.facts import (
     Facts,
     Problem,
     artifacts_of,
@@ -38,12 +41,9 @@ from jobstate.facts import (
     legacy_facts,
     read_reporting,
 )
-from jobstate.git.repo import GitRepo
-from jobstate.git.signing import signature_problems
-from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
-from jobstate.hashing import Progress
-from jobstate.verify_lfs import check_pointers
-from jobstate.yamlio import loads
+from jobstate.review.verify_lfs import check_pointers
+from jobstate.store.config import Config, config_from_yaml_dict
+from jobstate.store.yamlio import loads
 
 
 @dataclass

@@ -22,7 +22,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from jobstate.catalog import Catalog
 from jobstate.core.artifacts import Artifact, artifacts_to_yaml_dict, new_artifact
 from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.budget import parse_max_cost
@@ -42,7 +41,6 @@ from jobstate.core.money import validate_charge_amount, validate_charge_id, vali
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import AttemptState, Episode
-from jobstate.episode_files import artifacts, cost_entries, record_change, submissions, submissions_change
 from jobstate.errors import (
     DirtyState,
     EpisodeUnknown,
@@ -55,11 +53,13 @@ from jobstate.errors import (
 )
 from jobstate.git.headcheck import committed_files, matches_head
 from jobstate.hashing import sha256_file
-from jobstate.leftovers import put_aside, running_steps
-from jobstate.lock import FileLock
-from jobstate.reservation import check_fingerprint, reserve, settle
-from jobstate.store import Store
-from jobstate.transaction import StateChange, sync, transact
+from jobstate.paid.leftovers import put_aside, running_steps
+from jobstate.paid.reservation import check_fingerprint, reserve, settle
+from jobstate.store.catalog import Catalog
+from jobstate.store.episode_files import artifacts, cost_entries, record_change, submissions, submissions_change
+from jobstate.store.lock import FileLock
+from jobstate.store.store import Store
+from jobstate.store.transaction import StateChange, sync, transact
 
 
 def guard(
@@ -69,7 +69,7 @@ def guard(
     its ID is well formed (else UsageError, exit 2) and its directory is clean (else DirtyState, exit 2).
 
     Runs before anything a paid step does. With ``clean`` (under the lock), what a killed step
-    left in the episode directory is put aside first (jobstate.leftovers) and ``notify`` told.
+    left in the episode directory is put aside first (jobstate.paid.leftovers) and ``notify`` told.
     """
     try:
         parse_episode_id(episode_id)

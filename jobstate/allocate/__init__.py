@@ -1,0 +1,1 @@
+"""Allocation: the lock-free retry, the decision under the lock, keys from schedulers, cron."""

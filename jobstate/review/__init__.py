@@ -1,0 +1,1 @@
+"""Review: verify, the facts, diff, report and their renderers, annotations, migrate, show's view."""
