@@ -89,12 +89,13 @@ def test_changes_that_should_never_happen_come_first_and_loud(
     git(history, "commit", "-qam", "hand edits")
     code, out, err = _cli(capsys, "diff", "HEAD~1", "--repo", str(history))
     assert code == 0, err
-    kinds = [line.removeprefix("  !! ").split("  ")[0] for line in out.splitlines()[3:7]]
-    assert out.splitlines()[2] == "!! Changes that should never happen (4):"
-    assert kinds == ["episode deleted", "completed episode edited", "cost entry rewritten", "key moved"]
+    kinds = [line.removeprefix("  !! ").split("  ")[0] for line in out.splitlines()[3:8]]
+    # the key of 2026-W33-1 changed, and it is the key the deleted 2026-W34-0 had: two rules broken
+    assert out.splitlines()[2] == "!! Changes that should never happen (5):"
+    assert kinds == ["episode deleted", "completed episode edited", "cost entry rewritten", "key moved", "key moved"]
     code, md, err = _cli(capsys, "diff", "HEAD~1", "--repo", str(history), "--format", "markdown", "--strict")
     assert code == 1, err
-    assert md.split("\n")[2:4] == ["> [!CAUTION]", "> **Changes that should never happen (4)**"]
+    assert md.split("\n")[2:4] == ["> [!CAUTION]", "> **Changes that should never happen (5)**"]
     assert "history/2026-W33-0.yaml" in md
     assert "state/2026-W33-0/costs.yaml" in md
 

@@ -18,9 +18,9 @@ from jobstate.allocate.schedulers import Derivation, derive
 from jobstate.core.layout import CONFIG_FILE
 from jobstate.core.periods import Period, parse_date, parse_period, parse_time, period_of
 from jobstate.core.records import Allocation
-from jobstate.errors import UsageError
+from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.repo import find_root
-from jobstate.store.config import Config, config_from_yaml_dict
+from jobstate.store.config import Config, config_from_text
 from jobstate.store.store import Store
 
 
@@ -89,9 +89,11 @@ def settings_at(path: Path) -> Config | None:
     config_path = root / CONFIG_FILE
     if not config_path.is_file():
         return Config()
-    from jobstate.store.yamlio import load_file  # noqa: PLC0415 - start-up: allocate --from reads no YAML
-
-    return config_from_yaml_dict(load_file(config_path, CONFIG_FILE), CONFIG_FILE)
+    try:
+        data = config_path.read_bytes()
+    except OSError as exc:
+        raise StateInvalid(f"{CONFIG_FILE}: cannot read: {exc.strerror}") from None
+    return config_from_text(data)
 
 
 def key_for(

@@ -13,7 +13,7 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from jobstate.core.money import validate_amount, validate_currency
+from jobstate.core.money import validate_charge_amount, validate_currency
 from jobstate.core.records import AttemptState, mapping_of, one_of, report_or_raise
 from jobstate.errors import StateInvalid, UsageError
 
@@ -115,7 +115,7 @@ def _reservation(value: Any, where: str) -> Reservation | None:
     try:
         if not isinstance(value, dict):
             raise UsageError("a reservation must be a mapping of amount and currency")
-        return Reservation(validate_amount(value.get("amount")), validate_currency(value.get("currency")))
+        return Reservation(validate_charge_amount(value.get("amount")), validate_currency(value.get("currency")))
     except UsageError as exc:
         raise StateInvalid(f"{where}: reservation: {exc}") from None
 

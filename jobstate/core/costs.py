@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
-from jobstate.core.money import sum_by_currency, validate_amount, validate_charge_id, validate_currency
+from jobstate.core.money import sum_by_currency, validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import mapping_of, report_or_raise
 from jobstate.errors import ChargeConflict, StateInvalid, UsageError
@@ -48,7 +48,7 @@ def cost_entry_from_yaml_dict(data: Any, source: str) -> CostEntry:
     where = f"{source}: cost entry {reprlib.repr(data)}"
     try:
         step = validate_step(data.get("step"))
-        amount = validate_amount(data.get("amount"))
+        amount = validate_charge_amount(data.get("amount"))
         currency = validate_currency(data.get("currency"))
         ref = None if data.get("remote_ref") is None else validate_remote_ref(data["remote_ref"])
         charge_id = None if data.get("charge_id") is None else validate_charge_id(data["charge_id"])

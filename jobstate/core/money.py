@@ -13,6 +13,7 @@ from decimal import Decimal
 from jobstate.errors import UsageError
 
 _AMOUNT = re.compile(r"-?(0|[1-9]\d{0,14})(\.\d{1,8})?")
+_DECIMAL = re.compile(r"-?\d+(\.\d+)?")
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
 
@@ -20,6 +21,11 @@ def validate_amount(amount: object) -> str:
     """A decimal amount as a string (``12.40``); floats are refused: they cannot hold money exactly."""
     if isinstance(amount, Decimal):
         amount = format(amount, "f")
+    if isinstance(amount, str) and _DECIMAL.fullmatch(amount) and not _AMOUNT.fullmatch(amount):
+        raise UsageError(
+            f"invalid amount {reprlib.repr(amount)}: at most 15 digits before the point and 8 after, "
+            "without leading zeros"
+        )
     if not isinstance(amount, str) or not _AMOUNT.fullmatch(amount):
         raise UsageError(f"invalid amount {amount!r}: give a decimal string such as '12.40' (never a float)")
     return amount

@@ -14,10 +14,12 @@ from typing import Any, TypeVar
 
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
+from jobstate.core.model import Violation, appended
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
+from jobstate.review.changes import migrated_from, range_violations, state_violations
 from jobstate.review.facts import compare
 from jobstate.review.revision import EpisodeView, StateView, read_state
 from jobstate.review.verify import collect
@@ -40,6 +42,7 @@ class Diff:
     decisions: list[dict[str, Any]] = field(default_factory=list)
     completed: list[dict[str, Any]] = field(default_factory=list)
     migrations: list[dict[str, str]] = field(default_factory=list)
+    settings: list[dict[str, Any]] = field(default_factory=list)  # jobstate.yaml changes, always shown
     preservation: list[str] | None = None  # verify --against lines; None when nothing was migrated
     budgets: list[dict[str, Any]] = field(default_factory=list)  # use of the budget periods the change touched
     unreadable: list[str] = field(default_factory=list)
@@ -60,6 +63,7 @@ class Diff:
         return (
             not (self.alarms or self.allocated or self.steps or self.costs or self.decisions or self.completed)
             and not self.migrations
+            and not self.settings
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +82,7 @@ class Diff:
             "decisions": self.decisions,
             "completed": self.completed,
             "migrations": self.migrations,
+            "settings": self.settings,
             "preserved": None if self.preservation is None else not self.preservation,
             "preservation_differences": self.preservation or [],
             "budgets": self.budgets,
@@ -113,16 +118,6 @@ def _attempt_events(old: Attempt | None, new: Attempt) -> list[str]:
     return events
 
 
-# how far an attempt has come: a later revision may move it forward, never back
-_ORDER = {
-    AttemptState.INTENT: 0,
-    AttemptState.NOT_SUBMITTED: 1,
-    AttemptState.ACCEPTED: 1,
-    AttemptState.COMPLETED: 2,
-    AttemptState.SUPERSEDED: 2,
-}
-
-
 def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
     def first_start(step: str) -> str:
         attempts = new.steps.get(step)
@@ -131,16 +126,6 @@ def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> N
     for step in sorted(set(new.steps) | set(old.steps if old else {}), key=lambda s: (first_start(s), s)):
         before = {a.number: a for a in (old.steps.get(step, []) if old else [])}
         after = {a.number: a for a in new.steps.get(step, [])}
-        for number, attempt in before.items():
-            now = after.get(number)
-            rewritten = now is None or _ORDER[now.state] < _ORDER[attempt.state]
-            if not rewritten and now is not None and attempt.remote_ref not in (None, now.remote_ref):
-                rewritten = True
-            if rewritten:
-                what = "removed" if now is None else f"went from {attempt.state.value} to {now.state.value}"
-                diff.alarms.append(
-                    {"kind": "submission rewritten", "episode": eid, "message": f"{step} attempt {number} {what}"}
-                )
         for number, attempt in after.items():
             if number in before and attempt.fields == before[number].fields:
                 continue
@@ -157,25 +142,6 @@ def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> N
                 )
 
 
-def _appended(old: list[E], new: list[E]) -> tuple[list[E], bool]:
-    """The entries added to an append-only list, and whether the old entries were kept as they were."""
-    if new[: len(old)] == old:
-        return new[len(old) :], True
-    rest = list(new)
-    for entry in old:
-        if entry in rest:
-            rest.remove(entry)
-    return rest, False
-
-
-def _ledger_added(diff: Diff, eid: str, old: list[E], new: list[E], *, kind: str, what: str) -> list[E]:
-    """The entries appended to an append-only ledger; an alarm when an old entry was not kept."""
-    added, kept = _appended(old, new)
-    if not kept:
-        diff.alarms.append({"kind": kind, "episode": eid, "message": f"{what} was changed or removed"})
-    return added
-
-
 _COST_FIELDS = ("step", "amount", "currency", "remote_ref")
 _DECISION_FIELDS = ("status", "by", "at", "reason")
 
@@ -187,24 +153,10 @@ def _row(eid: str, record: tuple[Any, ...], names: tuple[str, ...], **extra: Any
 
 def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
     eid = new.episode_id
-    if old is not None and old.completed_at is not None and old.episode_id == eid:
-        changed = sorted(p for p in set(old.blobs) | set(new.blobs) if old.blobs.get(p) != new.blobs.get(p))
-        if changed:
-            diff.alarms.append(
-                {
-                    "kind": "completed episode edited",
-                    "episode": eid,
-                    "message": f"completed at {old.completed_at}; changed: {', '.join(changed)}",
-                }
-            )
     _steps(eid, old, new, diff)
-    costs = _ledger_added(
-        diff, eid, old.costs if old else [], new.costs, kind="cost entry rewritten", what="an existing cost entry"
-    )
+    costs = appended(old.costs if old else [], new.costs)
     diff.costs += [_row(eid, c, _COST_FIELDS, period_id=new.period_id) for c in costs]
-    decided = _ledger_added(
-        diff, eid, old.decisions if old else [], new.decisions, kind="decision rewritten", what="an approval decision"
-    )
+    decided = appended(old.decisions if old else [], new.decisions)
     diff.decisions += [_row(eid, d, _DECISION_FIELDS) for d in decided]
     if new.completed_at is not None and (old is None or old.completed_at is None):
         diff.completed.append({"episode_id": eid, "completed_at": new.completed_at, "cost_totals": totals(new.costs)})
@@ -213,44 +165,64 @@ def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
 def compare_states(base: StateView, new: StateView) -> Diff:
     """The Diff from ``base`` to ``new``. Pure."""
     diff = Diff(base.rev, base.commit, new.rev, new.commit, unreadable=[f"{new.rev}: {u}" for u in new.unreadable])
-    migrated_from: dict[str, str] = {}
-    for view in new.episodes.values():
-        origin = view.migration.get("from_id") if view.migration else None
-        if isinstance(origin, str) and origin in base.episodes and view.episode_id not in base.episodes:
-            migrated_from[view.episode_id] = origin
+    moved = migrated_from(base, new)
     for eid, view in sorted(new.episodes.items(), key=lambda kv: _order(kv[1])):
-        old = base.episodes.get(eid) or base.episodes.get(migrated_from.get(eid, ""))
-        if eid in migrated_from:
-            diff.migrations.append({"from_id": migrated_from[eid], "episode_id": eid})
+        old = base.episodes.get(eid) or base.episodes.get(moved.get(eid, ""))
+        if eid in moved:
+            diff.migrations.append({"from_id": moved[eid], "episode_id": eid})
         elif old is None:
             diff.allocated.append(
                 {"episode_id": eid, "period_id": view.period_id, "allocation_key": view.allocation_key}
             )
         _episode(old, view, diff)
-    moved = set(migrated_from.values())
-    for eid, view in sorted(base.episodes.items(), key=lambda kv: _order(kv[1])):
-        if eid not in new.episodes and eid not in moved:
-            diff.alarms.insert(
-                0, {"kind": "episode deleted", "episode": eid, "message": f"{view.status} episode is gone"}
-            )
-    old_keys = {v.allocation_key: eid for eid, v in base.episodes.items() if v.allocation_key and not v.legacy}
-    for eid, view in sorted(new.episodes.items()):
-        owner = old_keys.get(view.allocation_key or "")
-        if owner is not None and owner != eid and migrated_from.get(eid) != owner:
-            diff.alarms.append(
-                {"kind": "key moved", "episode": eid, "message": f"key {view.allocation_key!r} belonged to {owner}"}
-            )
-    diff.alarms.sort(key=lambda a: _ALARM_ORDER.index(a["kind"]))
+    add_alarms(diff, state_violations(base, new))
+    if base.settings != new.settings:
+        diff.settings = _settings_rows(base, new)
     return diff
 
 
-_ALARM_ORDER = [
+def add_alarms(diff: Diff, violations: list[Violation]) -> None:
+    """The model's refusals as alarms, each once, grouped by kind (the worst first)."""
+    for v in violations:
+        alarm = {"kind": v.kind, "episode": v.episode, "message": v.message}
+        if alarm not in diff.alarms:
+            diff.alarms.append(alarm)
+    diff.alarms.sort(key=lambda a: ALARM_ORDER.index(a["kind"]) if a["kind"] in ALARM_ORDER else len(ALARM_ORDER))
+
+
+def _settings_rows(base: StateView, new: StateView) -> list[dict[str, Any]]:
+    old, cur = base.settings, new.settings
+    if old is None or cur is None:
+        return [{"setting": "jobstate.yaml", "old": "unreadable" if old is None else "read", "new": "changed"}]
+    rows = []
+    for name in ("period", "budget_per"):
+        if getattr(old, name) != getattr(cur, name):
+            rows.append({"setting": name.replace("_", "."), "old": getattr(old, name), "new": getattr(cur, name)})
+    for currency in sorted(set(old.limits) | set(cur.limits)):
+        if old.limits.get(currency) != cur.limits.get(currency):
+            rows.append(
+                {
+                    "setting": f"budget.limits.{currency}",
+                    "old": old.limits.get(currency),
+                    "new": cur.limits.get(currency),
+                }
+            )
+    return rows or [{"setting": "jobstate.yaml", "old": "-", "new": "changed (no budget or period change)"}]
+
+
+# the worst first; every kind the model raises is here
+ALARM_ORDER = [
     "episode deleted",
     "completed episode edited",
+    "history without approval",
+    "history disagrees",
+    "artifact changed after approval",
     "cost entry rewritten",
     "key moved",
+    "episode rewritten",
     "decision rewritten",
     "submission rewritten",
+    "settings loosened",
     "migration drift",
 ]
 
@@ -279,6 +251,9 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
         new.episodes[str(s["episode_id"])].period_id for s in result.steps if s.get("episode_id") in new.episodes
     }
     result.budgets = budget_use(new, touched)
+    per_commit, notes = range_violations(path, base, rev)
+    add_alarms(result, per_commit)
+    result.unreadable += notes
     if result.migrations:
         result.preservation = _preservation(path, base, rev, result.migrations)
         result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]

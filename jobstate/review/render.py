@@ -50,6 +50,9 @@ def diff_sections(d: Diff) -> tuple[str, list[Section]]:
     if d.alarms:
         rows = [[a["kind"], a["episode"], a["message"]] for a in d.alarms]
         out.append(Section("Changes that should never happen", ["change", "episode", "what"], rows, loud=True))
+    if d.settings:
+        rows = [[str(s["setting"]), _s(s["old"]), _s(s["new"])] for s in d.settings]
+        out.append(Section("Settings changed (jobstate.yaml)", ["setting", "before", "now"], rows))
     if d.unreadable:
         out.append(Section("Unreadable files (jobstate verify says more)", ["file"], [[u] for u in d.unreadable]))
     if d.allocated:

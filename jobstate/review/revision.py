@@ -20,11 +20,12 @@ from jobstate.core.attempts import Steps, submissions_from_yaml_dict
 from jobstate.core.budget import Budget
 from jobstate.core.costs import CostEntry, cost_list, costs_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
+from jobstate.core.model import Settings
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.core.status import episode_status
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.snapshot import Revision, locate
-from jobstate.store.config import config_from_yaml_dict
+from jobstate.store.config import config_from_text
 from jobstate.store.yamlio import loads
 
 T = TypeVar("T")
@@ -95,6 +96,7 @@ class StateView:
     episodes: dict[str, EpisodeView] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)
     budget: Budget | None = None  # budget: of jobstate.yaml at this revision
+    settings: Settings | None = None  # what the lifecycle model compares of jobstate.yaml
 
 
 def _period_and_sequence(name: str) -> tuple[str, int, bool] | None:
@@ -151,24 +153,27 @@ def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list
         )
 
 
-def _budget(snap: Revision, unreadable: list[str]) -> Budget | None:
+def _settings(snap: Revision, view: StateView) -> None:
     try:
         text = snap.read(CONFIG_FILE)
     except OSError:
-        return None
+        text = b""
     try:
-        return config_from_yaml_dict(loads(text, CONFIG_FILE) if text.strip() else None).budget
+        config = config_from_text(text)
     except StateInvalid as exc:
-        unreadable.append(str(exc))
-        return None
+        view.unreadable.append(str(exc))
+        return
+    view.budget = config.budget
+    budget = config.budget
+    view.settings = Settings(config.period, budget.per if budget else None, dict(budget.limits) if budget else {})
 
 
-def read_state(path: Path, rev: str, *, progress: bool | None = None) -> StateView:
-    """Every episode at ``rev``, from Git objects. This is a read-only operation."""
+def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[str] | None = None) -> StateView:
+    """Every episode at ``rev`` (or those named in ``only``), from Git objects. This is a read-only operation."""
     snap = Revision(locate(path), rev)
     try:
         view = StateView(rev, snap.commit)
-        view.budget = _budget(snap, view.unreadable)
+        _settings(snap, view)
         files = snap.files()
         wanted: list[tuple[str, str, str]] = []  # path, episode name, file name
         for p, entry in sorted(files.items()):
@@ -180,7 +185,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None) -> StateVi
             else:
                 continue
             found = _period_and_sequence(name)
-            if found is None:
+            if found is None or (only is not None and name not in only):
                 continue
             if name not in view.episodes:
                 view.episodes[name] = EpisodeView(name, found[0], found[1], legacy=found[2])

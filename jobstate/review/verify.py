@@ -42,7 +42,7 @@ from jobstate.review.facts import (
     read_reporting,
 )
 from jobstate.review.verify_lfs import check_pointers
-from jobstate.store.config import Config, config_from_yaml_dict
+from jobstate.store.config import Config, config_from_text
 from jobstate.store.yamlio import loads
 
 
@@ -171,7 +171,7 @@ def _check_config(snap: Snapshot, problems: list[Problem]) -> Config | None:
         problems.append(Problem(CONFIG_FILE, f"cannot read: {exc}", unreadable=True))
         return None
     try:
-        return config_from_yaml_dict(loads(text, CONFIG_FILE) if text.strip() else None)
+        return config_from_text(text)
     except StateInvalid as exc:
         problems.append(Problem(CONFIG_FILE, str(exc).removeprefix(f"{CONFIG_FILE}: "), unreadable=True))
         return None

@@ -76,6 +76,13 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
     return Config(period=period, timezone=tz, lock_timeout=float(timeout), remote=remote, budget=budget)
 
 
+def config_from_text(data: bytes | str | None, source: str = CONFIG_FILE) -> Config:
+    """jobstate.yaml's text checked as settings; None, empty or only comments: every setting defaults."""
+    from jobstate.store.yamlio import loads  # noqa: PLC0415 - start-up: the retry path never parses YAML
+
+    return config_from_yaml_dict(loads(data, source, allow_empty=True) if data else None, source)
+
+
 DEFAULT_CONFIG_TEXT = """\
 # jobstate settings (all optional)
 # period: iso-week | day | month -- what an episode ID counts in

@@ -104,10 +104,9 @@ class Store:
                 if cached:
                     self._config = Config.from_json(cached)
             if self._config is None:
-                from jobstate.store.config import config_from_yaml_dict  # noqa: PLC0415 - start-up: no YAML on the retry path
-                from jobstate.store.yamlio import loads  # noqa: PLC0415 - start-up: no YAML on the retry path
+                from jobstate.store.config import config_from_text  # noqa: PLC0415 - start-up: no YAML on the retry path
 
-                self._config = config_from_yaml_dict(loads(data, CONFIG_FILE) if data else None)
+                self._config = config_from_text(data)
         return self._config
 
     def config_bytes(self) -> bytes:

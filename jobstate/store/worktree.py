@@ -11,11 +11,11 @@ import os
 import shutil
 
 from jobstate.atomic import TEMP_PREFIX
-from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, HISTORY, STATE, describes_episode, episode_path
+from jobstate.core.layout import EPISODE_FILE, HISTORY, STATE, describes_episode, episode_path
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.store.catalog import Catalog, Row
-from jobstate.store.config import config_from_yaml_dict
+from jobstate.store.config import config_from_text
 from jobstate.store.store import Store
 from jobstate.store.yamlio import load_file, loads
 
@@ -32,7 +32,7 @@ def fresh_catalog(store: Store) -> Catalog:
     if cat.meta("config_blob") != blob:
         # the settings the lock-free retry reads without YAML; parsed from the file as it is now
         # (init writes jobstate.yaml inside its own transaction, after this store first looked)
-        config = config_from_yaml_dict(loads(data, CONFIG_FILE) if data.strip() else None)
+        config = config_from_text(data)
         cat.update(head=head, add=[], remove=[], config_blob=blob, config=config.to_json())
     return cat
 

@@ -13,12 +13,35 @@ from jobstate.errors import StateInvalid
 # file's size in memory, so anything larger is refused before parsing (exit 7)
 MAX_STATE_BYTES = 4 * 1024 * 1024
 
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
+    """The safe loader, refusing duplicate mapping keys: with the last one winning, a ledger entry
+    with ``amount: '12.40'`` then ``amount: '0.01'`` would read as 0.01 while the diff shows both."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        if len(mapping) != len(node.value):
+            seen: set[Any] = set()
+            for key_node, _value in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}: each key may appear once", key_node.start_mark
+                    )
+                seen.add(key)
+        return mapping
+
+
 _Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-def loads(data: bytes | str, source: str) -> Any:
+def loads(data: bytes | str, source: str, *, allow_empty: bool = False) -> Any:
     """Parse YAML with the safe loader only; any error names ``source`` (exit 7).
+
+    A state file holds a mapping: an empty or comment-only document (None) is refused unless
+    ``allow_empty`` (jobstate.yaml, whose every setting has a default). Duplicate keys are refused.
 
     Aliases are refused: state files never need them, and nested aliases can
     expand a small file into an enormous value (a "billion laughs"). Files over
@@ -34,7 +57,7 @@ def loads(data: bytes | str, source: str) -> Any:
                         f"{source}: YAML alias *{event.anchor} (line {mark.line + 1 if mark else '?'}): "
                         "aliases are not allowed in state files; write the value out"
                     )
-        return yaml.load(data, Loader=_Loader)  # noqa: S506 - a safe loader class
+        value = yaml.load(data, Loader=_Loader)  # noqa: S506 - a safe loader class
     except yaml.YAMLError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         mark = getattr(exc, "problem_mark", None)
@@ -42,6 +65,9 @@ def loads(data: bytes | str, source: str) -> Any:
         raise StateInvalid(
             f"{source}: invalid YAML{where}: {first}; fix or restore the file (git checkout -- {source})"
         ) from None
+    if value is None and not allow_empty:
+        raise StateInvalid(f"{source}: the file is empty (or only comments); restore it (git checkout -- {source})")
+    return value
 
 
 def _check_size(size: int, source: str) -> None:
@@ -52,14 +78,14 @@ def _check_size(size: int, source: str) -> None:
         )
 
 
-def load_file(path: Path, source: str) -> Any:
+def load_file(path: Path, source: str, *, allow_empty: bool = False) -> Any:
     """Read and parse one YAML file; a missing, unreadable or oversized file is StateInvalid too."""
     try:
         _check_size(path.stat().st_size, source)
         data = path.read_bytes()
     except OSError as exc:
         raise StateInvalid(f"{source}: cannot read: {exc.strerror}") from None
-    return loads(data, source)
+    return loads(data, source, allow_empty=allow_empty)
 
 
 def dumps(data: Any) -> bytes:

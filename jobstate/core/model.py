@@ -1,0 +1,350 @@
+"""The lifecycle model of the state: which changes between two versions of the records are allowed.
+
+Pure: records in, violations out. The one place these rules live. The writers call it before a
+change is committed (``store.episode_files.record_change``), ``diff`` and ``verify --against``
+call it on every change between two revisions, commit by commit, so what no jobstate command
+would write is exactly what review flags.
+
+The rules:
+- episode.yaml: the key and allocation time never change (period and sequence are the ID).
+- submissions.yaml: attempts are appended, never removed; a field once written keeps its value;
+  ``state`` moves only along ``TRANSITIONS``, each move with the decision it needs.
+- costs.yaml and approval.yaml: append-only ledgers.
+- artifacts.yaml: no artifact changes once the episode is approved.
+- history/<id>.yaml: written once, and only for an approved episode with no step open
+  (its agreement with the records is checked on each revision: ``history_problems``).
+- jobstate.yaml: a cap raised or removed, a budget removed or its ``per`` changed, or the period
+  kind changed once episodes exist.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+from jobstate.core.approvals import Decision
+from jobstate.core.artifacts import Artifact
+from jobstate.core.attempts import CLOSED, OPEN, Attempt, Steps
+from jobstate.core.costs import CostEntry, totals
+from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, EPISODE_FILE, SUBMISSIONS, history_path, record_path
+from jobstate.core.records import AttemptState
+
+E = TypeVar("E")
+
+# what each state may become, and the operator's decision that move needs (None: jobstate's own)
+TRANSITIONS: dict[AttemptState, dict[AttemptState, str | None]] = {
+    AttemptState.INTENT: {
+        AttemptState.ACCEPTED: None,
+        AttemptState.COMPLETED: None,
+        AttemptState.NOT_SUBMITTED: None,
+    },
+    AttemptState.ACCEPTED: {AttemptState.COMPLETED: None, AttemptState.SUPERSEDED: "superseded"},
+    AttemptState.COMPLETED: {AttemptState.SUPERSEDED: "superseded"},
+    AttemptState.NOT_SUBMITTED: {},
+    AttemptState.SUPERSEDED: {},
+}
+
+
+class Violation(NamedTuple):
+    """A change no jobstate command makes: the record, the field, its old and new value, and the rule."""
+
+    kind: str  # the alarm's kind, as diff groups them
+    episode: str
+    record: str  # the file, e.g. submissions.yaml
+    field: str
+    old: Any
+    new: Any
+    rule: str
+
+    @property
+    def message(self) -> str:
+        """One line: what changed and which rule it breaks."""
+        return f"{self.record} {self.field}: {_show(self.old)} -> {_show(self.new)} ({self.rule})"
+
+
+def _show(value: Any) -> str:
+    return "(none)" if value is None else reprlib.repr(value)
+
+
+class Records(Protocol):
+    """What an episode records at one revision, as the model reads it."""
+
+    episode_id: str
+    allocation_key: str | None
+    allocated_at: str | None
+    steps: Steps
+    costs: list[CostEntry]
+    decisions: list[Decision]
+    artifacts: dict[str, Artifact]
+    history: dict[str, Any] | None
+    blobs: dict[str, str]  # every file of the episode -> its Git blob ID
+
+    @property
+    def completed_at(self) -> str | None: ...
+
+
+def episode_change(old: Records, new: Records) -> list[Violation]:
+    """Every rule the change of one episode from ``old`` to ``new`` breaks."""
+    eid = new.episode_id
+    out: list[Violation] = []
+    for name in ("allocation_key", "allocated_at"):
+        before, after = getattr(old, name), getattr(new, name)
+        if before is not None and before != after:
+            kind = "key moved" if name == "allocation_key" else "episode rewritten"
+            out.append(
+                Violation(
+                    kind, eid, record_path(eid, EPISODE_FILE), name, before, after, "never changes once allocated"
+                )
+            )
+    out += steps_change(eid, old.steps, new.steps)
+    out += ledger_change(eid, record_path(eid, COSTS), "entries", old.costs, new.costs, kind="cost entry rewritten")
+    out += ledger_change(
+        eid, record_path(eid, APPROVAL), "decisions", old.decisions, new.decisions, kind="decision rewritten"
+    )
+    if approved(old.decisions) and _artifact_values(old.artifacts) != _artifact_values(new.artifacts):
+        changed = sorted(
+            p
+            for p in set(old.artifacts) | set(new.artifacts)
+            if _artifact_value(old.artifacts.get(p)) != _artifact_value(new.artifacts.get(p))
+        )
+        first = changed[0]
+        out.append(
+            Violation(
+                "artifact changed after approval",
+                eid,
+                record_path(eid, ARTIFACTS),
+                first,
+                _artifact_value(old.artifacts.get(first)),
+                _artifact_value(new.artifacts.get(first)),
+                "no artifact changes once the episode is approved",
+            )
+        )
+    if old.completed_at is not None:
+        changed = sorted(p for p in set(old.blobs) | set(new.blobs) if old.blobs.get(p) != new.blobs.get(p))
+        if changed:
+            out.append(
+                Violation(
+                    "completed episode edited",
+                    eid,
+                    changed[0],
+                    f"content ({len(changed)} file{'s' if len(changed) != 1 else ''} changed)",
+                    old.blobs.get(changed[0]),
+                    new.blobs.get(changed[0]),
+                    f"completed at {old.completed_at}: a completed episode never changes",
+                )
+            )
+    if old.history is None and new.history is not None:
+        out += [v._replace(kind="history without approval") for v in completion_problems(new)]
+    return out
+
+
+def _artifact_value(artifact: Artifact | None) -> tuple[str, int | None] | None:
+    return None if artifact is None else (artifact.sha256, artifact.size)
+
+
+def _artifact_values(artifacts: Mapping[str, Artifact]) -> dict[str, tuple[str, int | None] | None]:
+    return {path: _artifact_value(a) for path, a in artifacts.items()}
+
+
+def approved(decisions: Sequence[Decision]) -> bool:
+    """Whether the latest review decision approves."""
+    return bool(decisions) and decisions[-1].status == "approved"
+
+
+def steps_change(eid: str, old: Steps, new: Steps) -> list[Violation]:
+    """Attempts appended, never removed; written fields kept; states moved only along TRANSITIONS."""
+    out: list[Violation] = []
+    for step, attempts in sorted(old.items()):
+        after = {a.number: a for a in new.get(step, [])}
+        for attempt in attempts:
+            now = after.get(attempt.number)
+            if now is None:
+                out.append(
+                    Violation(
+                        "submission rewritten",
+                        eid,
+                        record_path(eid, SUBMISSIONS),
+                        f"{step} attempt {attempt.number}",
+                        attempt.state.value,
+                        None,
+                        "attempts are never removed",
+                    )
+                )
+                continue
+            out += attempt_change(eid, attempt, now)
+    return out
+
+
+def attempt_change(eid: str, old: Attempt, new: Attempt) -> list[Violation]:
+    """The rules one attempt's change breaks."""
+    where = f"{old.step} attempt {old.number}"
+    out: list[Violation] = []
+    if new.state != old.state:
+        allowed = TRANSITIONS[old.state]
+        if new.state not in allowed:
+            out.append(
+                Violation(
+                    "submission rewritten",
+                    eid,
+                    record_path(eid, SUBMISSIONS),
+                    f"{where} state",
+                    old.state.value,
+                    new.state.value,
+                    f"{old.state.value} may become only {', '.join(s.value for s in allowed) or 'nothing'}",
+                )
+            )
+        elif allowed[new.state] is not None and (new.resolution or {}).get("decision") != allowed[new.state]:
+            out.append(
+                Violation(
+                    "submission rewritten",
+                    eid,
+                    record_path(eid, SUBMISSIONS),
+                    f"{where} state",
+                    old.state.value,
+                    new.state.value,
+                    f"needs the operator's decision {allowed[new.state]} (jobstate resolve)",
+                )
+            )
+    for name, value in old.fields.items():
+        if name != "state" and new.fields.get(name) != value:
+            out.append(
+                Violation(
+                    "submission rewritten",
+                    eid,
+                    record_path(eid, SUBMISSIONS),
+                    f"{where} {name}",
+                    value,
+                    new.fields.get(name),
+                    "a field once written keeps its value",
+                )
+            )
+    return out
+
+
+def ledger_change(eid: str, record: str, field: str, old: list[E], new: list[E], *, kind: str) -> list[Violation]:
+    """An append-only list: the old entries stay first and unchanged."""
+    if new[: len(old)] == old:
+        return []
+    index = next((i for i, entry in enumerate(old) if i >= len(new) or new[i] != entry), len(old))
+    before = old[index] if index < len(old) else None
+    after = new[index] if index < len(new) else None
+    return [
+        Violation(
+            kind,
+            eid,
+            record,
+            f"{field}[{index}]",
+            _fields(before),
+            _fields(after),
+            "append-only: entries are never changed or removed",
+        )
+    ]
+
+
+def appended(old: list[E], new: list[E]) -> list[E]:
+    """The entries an append-only list gained (all of ``new`` that ``old`` does not hold)."""
+    if new[: len(old)] == old:
+        return new[len(old) :]
+    rest = list(new)
+    for entry in old:
+        if entry in rest:
+            rest.remove(entry)
+    return rest
+
+
+def _fields(entry: Any) -> Any:
+    return getattr(entry, "fields", entry)
+
+
+def attempts_problems(steps: Steps) -> list[tuple[str, str]]:
+    """(step, problem) for attempts no jobstate command writes: numbers not 1, 2, ... in order, or
+    a new attempt after one that is still open or completed and not superseded."""
+    out: list[tuple[str, str]] = []
+    for step, attempts in sorted(steps.items()):
+        for index, attempt in enumerate(attempts):
+            if attempt.number != index + 1:
+                out.append(
+                    (step, f"attempt {attempt.number} is number {index + 1} in the list: attempts count 1, 2, ...")
+                )
+                break
+            if index and attempts[index - 1].state not in CLOSED:
+                out.append(
+                    (
+                        step,
+                        f"attempt {attempt.number} follows attempt {index} which is "
+                        f"{attempts[index - 1].state.value}: a new attempt follows only not-submitted or superseded",
+                    )
+                )
+    return out
+
+
+def completion_problems(records: Records) -> list[Violation]:
+    """What makes the episode's history file wrong: no approval, a step open, or disagreement with the
+    records (approval, references, cost totals, artifacts). Empty without a history file."""
+    history = records.history
+    if history is None:
+        return []
+    eid = records.episode_id
+    where = history_path(eid)
+    out: list[Violation] = []
+
+    def wrong(field: str, recorded: Any, found: Any, rule: str) -> None:
+        out.append(Violation("history disagrees", eid, where, field, recorded, found, rule))
+
+    if not approved(records.decisions):
+        latest = records.decisions[-1].status if records.decisions else None
+        wrong("approval", latest, history.get("approval"), "history is written only for an approved episode")
+    open_steps = sorted(s for s, attempts in records.steps.items() if attempts and attempts[-1].state in OPEN)
+    if open_steps:
+        wrong("steps", open_steps, "completed", "history is written only when no step is open")
+    if "approval" in history and records.decisions and history["approval"] != records.decisions[-1].fields:
+        wrong("approval", records.decisions[-1].fields, history["approval"], "must copy the latest decision")
+    if "remote_refs" in history:
+        refs = sorted({a.remote_ref for s in records.steps.values() for a in s if a.remote_ref})
+        if history["remote_refs"] != refs:
+            wrong("remote_refs", refs, history["remote_refs"], "must list the references the attempts record")
+    if "cost_totals" in history:
+        mine = totals(records.costs)
+        theirs = history["cost_totals"]
+        if not isinstance(theirs, dict) or {k: _decimal(v) for k, v in theirs.items()} != {
+            k: Decimal(v) for k, v in mine.items()
+        }:
+            wrong("cost_totals", mine, theirs, "must equal the ledger's totals")
+    return out
+
+
+def _decimal(value: Any) -> Decimal | None:
+    try:
+        return Decimal(str(value)) if isinstance(value, str) else None
+    except ArithmeticError:
+        return None
+
+
+class Settings(NamedTuple):
+    """What the model compares of jobstate.yaml: the period kind and the budget."""
+
+    period: str
+    budget_per: str | None
+    limits: Mapping[str, str]
+
+
+def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Violation]:
+    """jobstate.yaml changes that loosen money controls, or change the period kind under existing episodes."""
+    out: list[Violation] = []
+
+    def alarm(field: str, before: Any, after: Any, rule: str) -> None:
+        out.append(Violation("settings loosened", "-", "jobstate.yaml", field, before, after, rule))
+
+    if episodes and old.period != new.period:
+        alarm("period", old.period, new.period, "the period kind never changes once episodes exist")
+    if old.budget_per is not None and new.budget_per is None:
+        alarm("budget", old.budget_per, None, "a budget, once set, is not removed in review")
+    elif old.budget_per is not None and old.budget_per != new.budget_per:
+        alarm("budget.per", old.budget_per, new.budget_per, "the budget period never changes")
+    for currency, cap in sorted(old.limits.items()):
+        now = new.limits.get(currency)
+        if new.budget_per is not None and (now is None or Decimal(now) > Decimal(cap)):
+            alarm(f"budget.limits.{currency}", cap, now, "a cap is never raised or removed without an alarm")
+    return out
