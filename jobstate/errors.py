@@ -114,6 +114,12 @@ class ChargeConflict(JobstateError):
     exit_code = ALLOCATION_CONFLICT
 
 
+class ModelRefused(JobstateError):
+    """A change the lifecycle model refuses (core.model): what no jobstate command may write."""
+
+    exit_code = ALLOCATION_CONFLICT
+
+
 class EpisodeUnknown(JobstateError, LookupError):
     """The episode does not exist, is malformed, or is not committed and clean."""
 

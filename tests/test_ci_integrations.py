@@ -184,7 +184,8 @@ def test_pre_commit_hook_checks_staged_state_and_history_changes(history: Path) 
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(history.parent)}
     staged_ok = subprocess.run(argv, cwd=history, env=env, capture_output=True, text=True, check=False)
     assert staged_ok.returncode == 1, staged_ok.stdout  # completed while a step is unknown
-    assert "history/2026-W33-1.yaml: error: episode completed while step generate is unknown" in staged_ok.stdout
+    assert "history/2026-W33-1.yaml: error: history is written only when no step is open" in staged_ok.stdout
+    assert "steps: records 'generate'" in staged_ok.stdout
     assert "uncommitted" not in staged_ok.stdout
     git(history, "reset", "-q", "--hard")
     path = history / "state/2026-W34-0/approval.yaml"

@@ -68,17 +68,23 @@ def _show(value: Any) -> str:
     return "(none)" if value is None else reprlib.repr(value)
 
 
-class Records(Protocol):
-    """What an episode records at one revision, as the model reads it."""
+class Completed(Protocol):
+    """What the rule for history reads of an episode."""
 
     episode_id: str
-    allocation_key: str | None
-    allocated_at: str | None
     steps: Steps
     costs: list[CostEntry]
     decisions: list[Decision]
-    artifacts: dict[str, Artifact]
     history: dict[str, Any] | None
+    legacy_approval: bool  # approval: in a legacy episode.yaml, kept as it was by a migration: not judged
+
+
+class Records(Completed, Protocol):
+    """What an episode records at one revision, as the model reads it."""
+
+    allocation_key: str | None
+    allocated_at: str | None
+    artifacts: dict[str, Artifact]
     blobs: dict[str, str]  # every file of the episode -> its Git blob ID
 
     @property
@@ -99,6 +105,8 @@ def episode_change(old: Records, new: Records) -> list[Violation]:
                 )
             )
     out += steps_change(eid, old.steps, new.steps)
+    known = attempts_violations(eid, old.steps)
+    out += [v for v in attempts_violations(eid, new.steps) if v not in known]
     out += ledger_change(eid, record_path(eid, COSTS), "entries", old.costs, new.costs, kind="cost entry rewritten")
     out += ledger_change(
         eid, record_path(eid, APPROVAL), "decisions", old.decisions, new.decisions, kind="decision rewritten"
@@ -258,29 +266,37 @@ def _fields(entry: Any) -> Any:
     return getattr(entry, "fields", entry)
 
 
-def attempts_problems(steps: Steps) -> list[tuple[str, str]]:
-    """(step, problem) for attempts no jobstate command writes: numbers not 1, 2, ... in order, or
-    a new attempt after one that is still open or completed and not superseded."""
-    out: list[tuple[str, str]] = []
+def attempts_violations(eid: str, steps: Steps) -> list[Violation]:
+    """Attempts no jobstate command writes: numbers not 1, 2, ... in order, or a new attempt after
+    one that is open or completed and not superseded."""
+    out: list[Violation] = []
+    where = record_path(eid, SUBMISSIONS)
     for step, attempts in sorted(steps.items()):
         for index, attempt in enumerate(attempts):
             if attempt.number != index + 1:
+                rule = "attempts count 1, 2, ... in order"
                 out.append(
-                    (step, f"attempt {attempt.number} is number {index + 1} in the list: attempts count 1, 2, ...")
+                    Violation("submission rewritten", eid, where, f"{step} attempt", index + 1, attempt.number, rule)
                 )
                 break
-            if index and attempts[index - 1].state not in CLOSED:
+            before = attempts[index - 1].state if index else None
+            if before is not None and before not in CLOSED:
+                rule = "a new attempt follows only a not-submitted or superseded one"
                 out.append(
-                    (
-                        step,
-                        f"attempt {attempt.number} follows attempt {index} which is "
-                        f"{attempts[index - 1].state.value}: a new attempt follows only not-submitted or superseded",
+                    Violation(
+                        "submission rewritten",
+                        eid,
+                        where,
+                        f"{step} attempt {attempt.number - 1} state",
+                        before.value,
+                        f"followed by attempt {attempt.number}",
+                        rule,
                     )
                 )
     return out
 
 
-def completion_problems(records: Records) -> list[Violation]:
+def completion_problems(records: Completed) -> list[Violation]:
     """What makes the episode's history file wrong: no approval, a step open, or disagreement with the
     records (approval, references, cost totals, artifacts). Empty without a history file."""
     history = records.history
@@ -293,12 +309,12 @@ def completion_problems(records: Records) -> list[Violation]:
     def wrong(field: str, recorded: Any, found: Any, rule: str) -> None:
         out.append(Violation("history disagrees", eid, where, field, recorded, found, rule))
 
-    if not approved(records.decisions):
+    if not approved(records.decisions) and not records.legacy_approval:
         latest = records.decisions[-1].status if records.decisions else None
         wrong("approval", latest, history.get("approval"), "history is written only for an approved episode")
     open_steps = sorted(s for s, attempts in records.steps.items() if attempts and attempts[-1].state in OPEN)
     if open_steps:
-        wrong("steps", open_steps, "completed", "history is written only when no step is open")
+        wrong("steps", ", ".join(open_steps), "completed", "history is written only when no step is open")
     if "approval" in history and records.decisions and history["approval"] != records.decisions[-1].fields:
         wrong("approval", records.decisions[-1].fields, history["approval"], "must copy the latest decision")
     if "remote_refs" in history:

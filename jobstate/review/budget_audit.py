@@ -53,7 +53,15 @@ def check_budgets(budget: Budget | None, facts: dict[str, Facts], problems: list
                 used[(period, currency)] = used.get((period, currency), Decimal(0)) + Decimal(amount)
     for (period, currency), total in sorted(used.items()):
         cap = budget.limits.get(currency)
-        if cap is not None and total > Decimal(cap):
+        if cap is None:
+            problems.append(
+                Problem(
+                    "jobstate.yaml",
+                    f"budget {period}: {total} {currency} charged or reserved in a currency budget.limits does not "
+                    f"cap (capped: {', '.join(sorted(budget.limits))}); add a cap for {currency}",
+                )
+            )
+        elif total > Decimal(cap):
             problems.append(
                 Problem("jobstate.yaml", f"budget {period} {currency}: spent and reserved {total}, over the cap {cap}")
             )

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from jobstate.core.approvals import Decision, legacy_decision
 from jobstate.core.artifacts import Artifact, artifact_map
-from jobstate.core.attempts import Attempt
+from jobstate.core.attempts import Attempt, Steps
 from jobstate.core.clock import time_text
 from jobstate.core.costs import CostEntry, cost_list
 from jobstate.core.money import sum_by_currency
@@ -59,6 +59,10 @@ class Facts:
     completed_at: str | None = None
     unknown_steps: list[str] = field(default_factory=list)
     reservations: list[Attempt] = field(default_factory=list)  # the attempts that declared a maximum cost
+    steps: Steps = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    history: dict[str, Any] | None = None
+    legacy_approval: bool = False
 
 
 def read_reporting(path: str, problems: list[Problem], read: Callable[[list[str]], T]) -> T | None:
@@ -104,7 +108,11 @@ def fill_from_episode_fields(facts: Facts, data: dict[str, Any], path: str, prob
         problems.append(Problem(path, "remote_tasks must be a list of strings"))
     else:
         facts.remote_refs += refs
-    facts.approval = decided(legacy_decision(data.get("approval"))) or facts.approval
+    legacy = legacy_decision(data.get("approval"))
+    if legacy is not None:
+        facts.decisions.insert(0, legacy)
+    facts.legacy_approval = facts.legacy_approval or "approval" in data
+    facts.approval = decided(legacy) or facts.approval
     if data.get("completed_at") is not None:
         facts.completed_at = time_text(data["completed_at"])
 

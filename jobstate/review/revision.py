@@ -71,6 +71,7 @@ class EpisodeView:
     history: dict[str, Any] | None = None
     migration: dict[str, Any] | None = None
     legacy_completed_at: str | None = None
+    legacy_approval: bool = False
     blobs: dict[str, str] = field(default_factory=dict)  # every file of the episode -> Git blob ID
 
     @property
@@ -135,6 +136,7 @@ def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list
         legacy = legacy_decision(data.get("approval"))
         if legacy is not None:
             view.decisions.insert(0, legacy)
+        view.legacy_approval = "approval" in data
         if data.get("completed_at") is not None:
             view.legacy_completed_at = str(data["completed_at"])
         view.artifacts.update(

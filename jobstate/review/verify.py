@@ -22,6 +22,7 @@ from jobstate.core.attempts import submissions_from_yaml_dict
 from jobstate.core.clock import time_text
 from jobstate.core.costs import costs_from_yaml_dict
 from jobstate.core.layout import APPROVAL, ARTIFACTS, CONFIG_FILE, COSTS, RECORD_FILES, SUBMISSIONS, episode_dir
+from jobstate.core.model import attempts_violations, completion_problems
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
@@ -31,6 +32,7 @@ from jobstate.git.signing import signature_problems
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
+from jobstate.review.changes import range_violations, state_violations
 from jobstate.review.facts import (
     Facts,
     Problem,
@@ -41,6 +43,7 @@ from jobstate.review.facts import (
     legacy_facts,
     read_reporting,
 )
+from jobstate.review.revision import read_state
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_text
 from jobstate.store.yamlio import loads
@@ -154,6 +157,8 @@ def collect(
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
     _check_uniqueness(facts, problems)
+    if config is not None:
+        _check_period_kind(config.period, facts, problems)
     check_budgets(None if config is None else config.budget, facts, problems)
     report.episodes = len(facts)
     _check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
@@ -256,11 +261,14 @@ def _collect_artifacts(f: Facts, data: dict[str, Any], path: str, problems: list
 def _collect_approval(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
     decisions = read_reporting(path, problems, lambda _found: approvals_from_yaml_dict(data, path))
     if decisions:
+        f.decisions += decisions
         f.approval = decided(decisions[-1])
 
 
 def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
     steps = read_reporting(path, problems, lambda found: submissions_from_yaml_dict(data, path, found)) or {}
+    f.steps = steps
+    problems += [Problem(path, f"{v.field}: {v.rule}") for v in attempts_violations(f.episode_id, steps)]
     for step, attempts in steps.items():
         for attempt in attempts:
             if attempt.remote_ref:
@@ -329,8 +337,11 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         problems.append(Problem(path, f"completed_at {completed} disagrees with state/{name}: {episode.completed_at}"))
     else:
         episode.completed_at = completed
-    if episode.unknown_steps:
-        problems.append(Problem(path, f"episode completed while step {episode.unknown_steps[0]} is unknown"))
+    episode.history = data
+    problems += [
+        Problem(path, f"{v.rule} ({v.field}: records {v.old!r}, history {v.new!r})")
+        for v in completion_problems(episode)
+    ]
     _compare_history_artifacts(data, path, episode, problems)
 
 
@@ -342,6 +353,17 @@ def _compare_history_artifacts(data: dict[str, Any], path: str, episode: Facts |
     if listed != actual:
         missing = sorted(set(listed.items()) ^ set(actual.items()))
         problems.append(Problem(path, f"artifacts disagree with state/{episode.episode_id}: {missing[0][0]}"))
+
+
+def _check_period_kind(kind: str, facts: dict[str, Facts], problems: list[Problem]) -> None:
+    for name, f in sorted(facts.items()):
+        if f.legacy or not f.period_id:
+            continue
+        found = parse_period(f.period_id).kind
+        if found != kind:
+            problems.append(
+                Problem(episode_dir(name), f"a {found} episode in a repository of {kind} periods (jobstate.yaml)")
+            )
 
 
 def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem]) -> None:
@@ -421,6 +443,15 @@ def _check_clean(cwd: Path, report: Report) -> None:
         report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
 
 
+def _check_changes(cwd: Path, base: str, rev: str, report: Report) -> None:
+    """Every change from ``base`` to ``rev``, as a whole and commit by commit, against the lifecycle model."""
+    found = state_violations(read_state(cwd, base, progress=False), read_state(cwd, rev, progress=False))
+    per_commit, notes = range_violations(cwd, base, rev)
+    for v in found + [v for v in per_commit if v not in found]:
+        report.problems.append(Problem(v.record, f"{v.kind}: {v.message}"))
+    report.problems += [Problem(rev, note, "warning") for note in notes]
+
+
 def verify(
     path: Path,
     *,
@@ -459,4 +490,5 @@ def verify(
             base_snap.close()
         report.against = base_snap.label
         report.differences = compare(base_facts, facts)
+        _check_changes(cwd, against, rev or "HEAD", report)
     return report
