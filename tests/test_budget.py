@@ -252,8 +252,9 @@ def test_verify_reports_overruns_and_a_budget_exceeded_by_hand_and_against_keeps
     subs.write_text(subs.read_text().replace("amount: '5'", "amount: '9'"))
     git(repo, "commit", "-qam", "a rewritten reservation")
     proc = run_cli("verify", "--rev", "HEAD", "--against", "HEAD~1", cwd=repo)
-    assert "reservation" in proc.stdout
-    assert "NOT preserved" in proc.stdout
+    assert proc.returncode == 1
+    assert "submission rewritten" in proc.stdout
+    assert "generate attempt 1 reservation" in proc.stdout
 
 
 def test_report_and_diff_show_budget_use(repo: Path, tmp_path: Path) -> None:

@@ -224,9 +224,12 @@ def test_against_reports_drift_old_beside_new(pipeline_repo: Path) -> None:
     git(pipeline_repo, "commit", "-qam", "a migration that changed money")
     proc = _verify(pipeline_repo, "--rev", "HEAD", "--against", "HEAD~1")
     assert proc.returncode == 1
-    assert "NOT preserved" in proc.stdout
-    assert "cost entry ('generate', '12.40', 'USD', 'task-2'): 1 in base, 0 now" in proc.stdout
-    assert "total USD: 24.80 in base, 24.81 now" in proc.stdout
+    # nothing was migrated: the rewritten entry is the record model's alarm, with the old and new value
+    assert "no episode migrated" in proc.stdout
+    assert "state/2026-W32-1/costs.yaml: error: cost entry rewritten" in proc.stdout
+    assert "'amount': '12.40'" in proc.stdout
+    assert "'amount': '12.41'" in proc.stdout
     data = json.loads(_verify(pipeline_repo, "--rev", "HEAD", "--against", "HEAD~1", "--json").stdout)
     assert data["ok"] is False
-    assert len(data["differences"]) == 3
+    assert data["migrated"] == 0
+    assert [p["message"].split(":")[0] for p in data["problems"]] == ["cost entry rewritten"]

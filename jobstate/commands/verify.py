@@ -49,13 +49,16 @@ def _print_text(report: Report, strict: bool) -> None:
         level = "error" if strict or problem.severity == "error" else "warning"
         print(f"{problem.path}: {level}: {problem.message}")
     if report.against is not None:
-        if report.differences:
+        if not report.migrated:
+            print(f"against {report.against}: no episode migrated; every change checked against the record model")
+        elif report.differences:
             print(f"against {report.against}: NOT preserved (base beside now):")
             for line in report.differences:
                 print(f"  {line}")
         else:
             print(
-                f"against {report.against}: preserved: artifact hashes, cost entries and totals, "
+                f"against {report.against}: {report.migrated} migrated episode(s) preserved: "
+                "artifact hashes, cost entries and totals, "
                 "remote tasks, approvals, completion times"
             )
     print(report.summary(strict))

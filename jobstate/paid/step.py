@@ -37,6 +37,7 @@ from jobstate.core.layout import (
     history_path,
     step_lock_path,
 )
+from jobstate.core.model import approved
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.periods import parse_episode_id
@@ -56,7 +57,14 @@ from jobstate.hashing import sha256_file
 from jobstate.paid.leftovers import put_aside, running_steps
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
 from jobstate.store.catalog import Catalog
-from jobstate.store.episode_files import artifacts, cost_entries, record_change, submissions, submissions_change
+from jobstate.store.episode_files import (
+    approval_file,
+    artifacts,
+    cost_entries,
+    record_change,
+    submissions,
+    submissions_change,
+)
 from jobstate.store.lock import FileLock
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, sync, transact
@@ -374,6 +382,13 @@ def _begin(
         if last is not None and last.state == AttemptState.ACCEPTED:
             return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))
         # what is left: no attempt yet, or a closed one (not submitted, superseded): a new attempt may start
+        if approved(approval_file(store, episode_id)[0]):
+            # the model keeps an approved episode's artifacts as approved: refuse before anything is paid
+            raise UsageError(
+                f"episode {episode_id} is approved, so its artifacts are final and step {step} was not run; "
+                f"to rework it, reject it first: jobstate approve --episode {episode_id} --reject --by NAME "
+                "--reason TEXT"
+            )
         notices: list[str] = []
         reservation = reserve(store, episode, step, max_cost, notices)  # exit 8 before the intent is written
         number = 1 if last is None else last.number + 1

@@ -20,9 +20,8 @@ from jobstate.core.records import AttemptState
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
 from jobstate.review.changes import migrated_from, range_violations, state_violations
-from jobstate.review.facts import compare
 from jobstate.review.revision import EpisodeView, StateView, read_state
-from jobstate.review.verify import collect
+from jobstate.review.verify import collect, preservation
 
 E = TypeVar("E")  # an entry of an append-only ledger
 
@@ -176,7 +175,12 @@ def compare_states(base: StateView, new: StateView) -> Diff:
             )
         _episode(old, view, diff)
     add_alarms(diff, state_violations(base, new))
-    if base.settings != new.settings:
+    # a record the strict readers refuse is no row of the diff: it is what no command writes
+    for problem in new.unreadable:
+        if problem not in base.unreadable:
+            diff.alarms.append({"kind": "record refused", "episode": "-", "message": problem})
+    add_alarms(diff, [])
+    if base.config_text != new.config_text:
         diff.settings = _settings_rows(base, new)
     return diff
 
@@ -207,11 +211,12 @@ def _settings_rows(base: StateView, new: StateView) -> list[dict[str, Any]]:
                     "new": cur.limits.get(currency),
                 }
             )
-    return rows or [{"setting": "jobstate.yaml", "old": "-", "new": "changed (no budget or period change)"}]
+    return rows or [{"setting": "jobstate.yaml", "old": "-", "new": "changed (not its period or budget)"}]
 
 
 # the worst first; every kind the model raises is here
 ALARM_ORDER = [
+    "record refused",
     "episode deleted",
     "completed episode edited",
     "history without approval",
@@ -225,19 +230,6 @@ ALARM_ORDER = [
     "settings loosened",
     "migration drift",
 ]
-
-
-def _preservation(path: Path, base: str, rev: str, moves: list[dict[str, str]]) -> list[str]:
-    """verify --against's proof, over the migrated episodes only (other changes are the diff's business)."""
-    facts = []
-    for which, key in ((base, "from_id"), (rev, "episode_id")):
-        snap = Revision(locate(path), which)
-        try:
-            found = collect(snap, hash_artifacts=False)[0]
-        finally:
-            snap.close()
-        facts.append({m[key]: found[m[key]] for m in moves if m[key] in found})
-    return compare(facts[0], facts[1])
 
 
 def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
@@ -255,6 +247,12 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     add_alarms(result, per_commit)
     result.unreadable += notes
     if result.migrations:
-        result.preservation = _preservation(path, base, rev, result.migrations)
+        snap = Revision(locate(path), rev)
+        try:
+            facts = collect(snap, hash_artifacts=False)[0]
+        finally:
+            snap.close()
+        moves = {m["episode_id"]: m["from_id"] for m in result.migrations}
+        result.preservation = preservation(locate(path), base, moves, facts)
         result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]
     return result

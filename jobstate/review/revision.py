@@ -98,6 +98,7 @@ class StateView:
     unreadable: list[str] = field(default_factory=list)
     budget: Budget | None = None  # budget: of jobstate.yaml at this revision
     settings: Settings | None = None  # what the lifecycle model compares of jobstate.yaml
+    config_text: bytes = b""  # jobstate.yaml as it is: any change to it is shown
 
 
 def _period_and_sequence(name: str) -> tuple[str, int, bool] | None:
@@ -160,6 +161,7 @@ def _settings(snap: Revision, view: StateView) -> None:
         text = snap.read(CONFIG_FILE)
     except OSError:
         text = b""
+    view.config_text = text
     try:
         config = config_from_text(text)
     except StateInvalid as exc:

@@ -32,7 +32,7 @@ from jobstate.git.signing import signature_problems
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
-from jobstate.review.changes import range_violations, state_violations
+from jobstate.review.changes import migrated_from, range_violations, state_violations
 from jobstate.review.facts import (
     Facts,
     Problem,
@@ -60,6 +60,7 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
     against: str | None = None
+    migrated: int = 0  # with against: the episodes a migration renamed, whose records must be kept exactly
 
     def errors(self, strict: bool) -> list[Problem]:
         """Problems that fail verify (warnings too with strict)."""
@@ -93,6 +94,7 @@ class Report:
             "artifact_bytes": self.artifact_bytes,
             "problems": [p.to_json(strict) for p in self.problems],
             "against": self.against,
+            "migrated": self.migrated,
             "differences": self.differences,
         }
 
@@ -443,15 +445,6 @@ def _check_clean(cwd: Path, report: Report) -> None:
         report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
 
 
-def _check_changes(cwd: Path, base: str, rev: str, report: Report) -> None:
-    """Every change from ``base`` to ``rev``, as a whole and commit by commit, against the lifecycle model."""
-    found = state_violations(read_state(cwd, base, progress=False), read_state(cwd, rev, progress=False))
-    per_commit, notes = range_violations(cwd, base, rev)
-    for v in found + [v for v in per_commit if v not in found]:
-        report.problems.append(Problem(v.record, f"{v.kind}: {v.message}"))
-    report.problems += [Problem(rev, note, "warning") for note in notes]
-
-
 def verify(
     path: Path,
     *,
@@ -483,12 +476,29 @@ def verify(
         for sha, problem in signature_problems(cwd, tip, against, ROOTS):
             report.problems.append(Problem(f"commit {sha[:12]}", f"{problem}; it changes state/ or history/"))
     if against is not None:
-        base_snap = Revision(cwd, against)
-        try:
-            base_facts, _base_report = collect(base_snap, hash_artifacts=False)
-        finally:
-            base_snap.close()
-        report.against = base_snap.label
-        report.differences = compare(base_facts, facts)
-        _check_changes(cwd, against, rev or "HEAD", report)
+        base_state = read_state(cwd, against, progress=False)
+        new_state = read_state(cwd, rev or "HEAD", progress=False)
+        report.against = f"{against} ({base_state.commit[:12]})"
+        moves = migrated_from(base_state, new_state)
+        report.migrated = len(moves)
+        report.differences = preservation(cwd, against, moves, facts)
+        found = state_violations(base_state, new_state)
+        per_commit, notes = range_violations(cwd, against, rev or "HEAD")
+        for v in found + [v for v in per_commit if v not in found]:
+            report.problems.append(Problem(v.record, f"{v.kind}: {v.message}"))
+        report.problems += [Problem(rev or "HEAD", note, "warning") for note in notes]
     return report
+
+
+def preservation(cwd: Path, base: str, moves: dict[str, str], facts: dict[str, Facts]) -> list[str]:
+    """The proof a migration must pass, over the migrated episodes (new ID -> legacy ID in ``base``):
+    what they record is kept exactly. Other changes are the lifecycle model's business."""
+    if not moves:
+        return []
+    snap = Revision(cwd, base)
+    try:
+        base_facts = collect(snap, hash_artifacts=False)[0]
+    finally:
+        snap.close()
+    old = {origin: base_facts[origin] for origin in moves.values() if origin in base_facts}
+    return compare(old, {eid: facts[eid] for eid in moves if eid in facts})

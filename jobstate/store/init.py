@@ -6,6 +6,7 @@ import contextlib
 from pathlib import Path
 
 from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE
+from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import NotInitialized, UsageError
 from jobstate.git.repo import find_root, init_repository
 from jobstate.git.runner import run_git
@@ -46,6 +47,9 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
 
     ensure(f"{STATE}/.gitkeep", "")
     ensure(f"{HISTORY}/.gitkeep", "")
+    for folder in (STATE, HISTORY):
+        if f"{folder}/.gitkeep" in files:
+            _refuse_foreign_files(root, folder)
     ensure(CONFIG_FILE, DEFAULT_CONFIG_TEXT)
     ignore = root / ".gitignore"
     text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
@@ -66,6 +70,42 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
                 (root / STATE).rmdir()
         raise
     return store, True
+
+
+def _refuse_foreign_files(root: Path, folder: str) -> None:
+    """A folder init is about to claim holds only what jobstate writes there: anything else would be
+    read as state (or make later commands fail or succeed depending on the catalog), so init refuses."""
+    directory = root / folder
+    if not directory.is_dir():
+        if directory.exists() or directory.is_symlink():
+            raise UsageError(f"{folder} is not a directory; move it away, then run jobstate init again")
+        return
+    foreign = sorted(p.name for p in directory.iterdir() if p.name != ".gitkeep" and not _is_episode(folder, p))
+    if foreign:
+        raise UsageError(
+            f"{folder}/ already holds {folder}/{foreign[0]}"
+            + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+            + f", which jobstate did not write: move it out of {folder}/, then run jobstate init again; "
+            "nothing was written"
+        )
+
+
+def _is_episode(folder: str, path: Path) -> bool:
+    """An episode directory (or history file) by its name, versioned or legacy (jobstate migrate's)."""
+    name = path.name
+    if folder == HISTORY:
+        if not (name.endswith(".yaml") and path.is_file()):
+            return False
+        name = name[: -len(".yaml")]
+    elif not path.is_dir() or path.is_symlink():
+        return False
+    for parse in (parse_episode_id, parse_period):
+        try:
+            parse(name)
+        except UsageError:
+            continue
+        return True
+    return False
 
 
 def _require_identity(cwd: Path) -> None:

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from jobstate.atomic import atomic_write
-from jobstate.core.layout import STATE, describes_episode
-from jobstate.errors import ConcurrentUpdate, JobstateError, RemoteUnavailable, UsageError
+from jobstate.core.layout import CONFIG_FILE, STATE, describes_episode
+from jobstate.errors import ConcurrentUpdate, DirtyState, JobstateError, RemoteUnavailable, UsageError
 from jobstate.git.index import IndexLock
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
@@ -343,6 +343,8 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
                     return change.result
                 trust = False  # fetch, then decide again
                 continue
+            if CONFIG_FILE not in change.files:
+                _refuse_uncommitted_settings(store)
             before = {rel: store.path(rel).read_bytes() if store.path(rel).is_file() else None for rel in change.files}
             _write_undo(store, before, change.files)  # a kill from here on is undone by the next command
             try:
@@ -368,6 +370,18 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
         attempt += 1
     where = f"the remote {store.remote}" if store.remote else f"the branch of {store.root}"
     raise ConcurrentUpdate(f"{where} kept moving: gave up after {attempts} attempts; nothing was changed, retry later")
+
+
+def _refuse_uncommitted_settings(store: Store) -> None:
+    """Decisions rest on committed settings: an edit of jobstate.yaml nobody committed is refused
+    (exit 2), never committed beside a change it decided (init, which writes the file, is exempt)."""
+    head = store.git.run("rev-parse", "--verify", "-q", f"HEAD:{CONFIG_FILE}", check=False).stdout.decode().strip()
+    data = store.config_bytes()
+    if (store.git.blob_sha(data) if data or head else "") != head:
+        raise DirtyState(
+            f"{CONFIG_FILE} differs from HEAD and decisions read it: commit it or restore it "
+            f"(git checkout -- {CONFIG_FILE}); nothing was written"
+        )
 
 
 def _restore(
