@@ -16,10 +16,12 @@ from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
+from jobstate.git.history import removing_commit
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
 from jobstate.review.facts import compare
 from jobstate.review.revision import EpisodeView, StateView, read_state
+from jobstate.review.vanished import find_vanished, tombstones_at
 from jobstate.review.verify import collect
 
 E = TypeVar("E")  # an entry of an append-only ledger
@@ -233,6 +235,16 @@ def compare_states(base: StateView, new: StateView) -> Diff:
             diff.alarms.insert(
                 0, {"kind": "episode deleted", "episode": eid, "message": f"{view.status} episode is gone"}
             )
+    for eid, view in sorted(new.episodes.items()):
+        was = base.episodes.get(eid)
+        if was is not None and was.allocation_key and view.allocation_key and was.allocation_key != view.allocation_key:
+            diff.alarms.append(
+                {
+                    "kind": "key moved",
+                    "episode": eid,
+                    "message": f"key {was.allocation_key!r} became {view.allocation_key!r}: the ID went to another run",
+                }
+            )
     old_keys = {v.allocation_key: eid for eid, v in base.episodes.items() if v.allocation_key and not v.legacy}
     for eid, view in sorted(new.episodes.items()):
         owner = old_keys.get(view.allocation_key or "")
@@ -246,6 +258,7 @@ def compare_states(base: StateView, new: StateView) -> Diff:
 
 _ALARM_ORDER = [
     "episode deleted",
+    "episode retired",
     "completed episode edited",
     "cost entry rewritten",
     "key moved",
@@ -268,6 +281,37 @@ def _preservation(path: Path, base: str, rev: str, moves: list[dict[str, str]]) 
     return compare(facts[0], facts[1])
 
 
+def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
+    """Say how each deleted episode went, turn a retirement into its own alarm, and raise one for an
+    episode added and removed between the two revisions, which neither side shows."""
+    retired = tombstones_at(cwd, new.commit)
+    earlier = tombstones_at(cwd, old.commit)
+    for alarm in result.alarms:
+        eid = alarm["episode"]
+        if alarm["kind"] != "episode deleted":
+            continue
+        stone = retired.get(eid)
+        if stone is not None:
+            alarm["kind"] = "episode retired"
+            alarm["message"] = f"retired by {stone.retired_by} at {stone.retired_at}: {stone.reason}"
+            earlier[eid] = stone  # said once
+            continue
+        by = removing_commit(cwd, new.commit, eid)
+        alarm["message"] += (
+            f"; removed by commit {by[:12]}"
+            if by
+            else f"; {new.rev} does not contain the commit that had it (a reset or a rewritten history)"
+        )
+    for eid, stone in sorted(retired.items()):
+        if eid not in old.episodes and eid not in earlier:
+            message = f"retired by {stone.retired_by} at {stone.retired_at}: {stone.reason}"
+            result.alarms.append({"kind": "episode retired", "episode": eid, "message": message})
+    for gone in find_vanished(cwd, [new.commit], set(new.episodes), retired, exclude=[old.commit]):
+        if gone.episode_id not in old.episodes:
+            result.alarms.append({"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})
+    result.alarms.sort(key=lambda a: _ALARM_ORDER.index(a["kind"]))
+
+
 def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
     """What changed in state/ and history/ from ``base`` to ``rev``. This is a read-only operation."""
     old = read_state(path, base, progress=progress)
@@ -279,6 +323,7 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
         new.episodes[str(s["episode_id"])].period_id for s in result.steps if s.get("episode_id") in new.episodes
     }
     result.budgets = budget_use(new, touched)
+    _removals(locate(path), old, new, result)
     if result.migrations:
         result.preservation = _preservation(path, base, rev, result.migrations)
         result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]

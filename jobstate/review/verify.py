@@ -21,10 +21,20 @@ from jobstate.core.artifacts import artifacts_from_yaml_dict
 from jobstate.core.attempts import submissions_from_yaml_dict
 from jobstate.core.clock import time_text
 from jobstate.core.costs import costs_from_yaml_dict
-from jobstate.core.layout import APPROVAL, ARTIFACTS, CONFIG_FILE, COSTS, RECORD_FILES, SUBMISSIONS, episode_dir
+from jobstate.core.layout import (
+    APPROVAL,
+    ARTIFACTS,
+    CONFIG_FILE,
+    COSTS,
+    RECORD_FILES,
+    SUBMISSIONS,
+    episode_dir,
+    is_retired_path,
+)
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
+from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
 from jobstate.git.signing import signature_problems
@@ -41,6 +51,7 @@ from jobstate.review.facts import (
     legacy_facts,
     read_reporting,
 )
+from jobstate.review.vanished import find_vanished, head_commit, reflog_tips, state_names
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_yaml_dict
 from jobstate.store.yamlio import loads
@@ -57,6 +68,8 @@ class Report:
     problems: list[Problem] = field(default_factory=list)
     differences: list[str] = field(default_factory=list)
     against: str | None = None
+    present: set[str] = field(default_factory=set)  # names with a directory in state/ or a history file
+    retired: set[str] = field(default_factory=set)  # names with a tombstone
 
     def errors(self, strict: bool) -> list[Problem]:
         """Problems that fail verify (warnings too with strict)."""
@@ -127,6 +140,7 @@ def collect(
     config = _check_config(snap, problems)
     by_dir: dict[str, list[str]] = {}
     history: dict[str, str] = {}
+    tombstones: dict[str, str] = {}
     for path in files:
         parts = path.split("/")
         if parts[0] == "state":
@@ -140,8 +154,17 @@ def collect(
                 history[parts[1][:-5]] = path
             else:
                 problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+        elif is_retired_path(path):
+            tombstones[parts[2][:-5]] = path
         elif parts[0] == "history" and len(parts) > 2:
-            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files and retired/<episode_id>.yaml"))
+    report.present = set(by_dir) | set(history)
+    report.retired = set(tombstones)
+    retired_keys = {}
+    for name, path in sorted(tombstones.items()):
+        stone = _check_tombstone(snap, name, path, report.present, problems)
+        if stone is not None:
+            retired_keys[stone.allocation_key] = name
     facts: dict[str, Facts] = {}
     to_hash: list[tuple[str, str, tuple[str, int | None]]] = []
     for name in sorted(by_dir):
@@ -153,7 +176,7 @@ def collect(
             to_hash.append((name, rel, (artifact.sha256, artifact.size)))
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
-    _check_uniqueness(facts, problems)
+    _check_uniqueness(facts, problems, retired_keys)
     check_budgets(None if config is None else config.budget, facts, problems)
     report.episodes = len(facts)
     _check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
@@ -344,7 +367,24 @@ def _compare_history_artifacts(data: dict[str, Any], path: str, episode: Facts |
         problems.append(Problem(path, f"artifacts disagree with state/{episode.episode_id}: {missing[0][0]}"))
 
 
-def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem]) -> None:
+def _check_tombstone(
+    snap: Snapshot, name: str, path: str, present: set[str], problems: list[Problem]
+) -> Tombstone | None:
+    """A readable tombstone of an episode that is no longer in state/ or history/."""
+    data = _load(snap, path, problems)
+    if data is None:
+        return None
+    try:
+        stone = tombstone_from_yaml_dict(data, path, name)
+    except StateInvalid as exc:
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+        return None
+    if name in present:
+        problems.append(Problem(path, f"episode {name} is retired but still in state/ or history/; remove one of them"))
+    return stone
+
+
+def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem], retired_keys: dict[str, str]) -> None:
     seen: dict[tuple[str, int], str] = {}
     keys: dict[str, list[str]] = {}
     for name, f in sorted(facts.items()):
@@ -356,6 +396,14 @@ def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem]) -> None:
         seen[slot] = name
         if f.allocation_key is not None:
             keys.setdefault(f.allocation_key, []).append(name)
+            if f.allocation_key in retired_keys:
+                problems.append(
+                    Problem(
+                        episode_dir(name),
+                        f"allocation key {f.allocation_key!r} belongs to retired episode "
+                        f"{retired_keys[f.allocation_key]}: a retired key is never handed out again",
+                    )
+                )
     for key, names in sorted(keys.items()):
         if len(names) > 1:
             problems.append(
@@ -421,6 +469,21 @@ def _check_clean(cwd: Path, report: Report) -> None:
         report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
 
 
+def _check_vanished(cwd: Path, snap: Snapshot, report: Report) -> None:
+    """Flag every episode the history had that is gone without a tombstone (git rm, a revert, a reset,
+    a merge that dropped it). In the work tree, the branch's reflog counts too (a reset keeps the old
+    tip there), and an episode HEAD has that the index or work tree lost is a staged deletion."""
+    if isinstance(snap, Revision):
+        tips, in_head = [snap.commit], set()
+    else:
+        head = head_commit(cwd)
+        if head is None:
+            return
+        tips, in_head = [head, *reflog_tips(cwd)], state_names(cwd, head)
+    for gone in find_vanished(cwd, tips, report.present, report.retired, staged_from=in_head):
+        report.problems.append(Problem(episode_dir(gone.episode_id), gone.message))
+
+
 def verify(
     path: Path,
     *,
@@ -447,6 +510,7 @@ def verify(
         snap.close()
     if rev is None and check_clean:
         _check_clean(cwd, report)
+    _check_vanished(cwd, snap, report)
     if require_signed:
         tip = snap.commit if isinstance(snap, Revision) else "HEAD"
         for sha, problem in signature_problems(cwd, tip, against, ROOTS):

@@ -128,6 +128,11 @@ class Catalog:
         cur = self.conn.execute("SELECT * FROM rows WHERE allocation_key=?", (key,))
         return [Row(*r) for r in cur.fetchall()]
 
+    def row(self, path: str) -> Row | None:
+        """The row of one committed file, or None."""
+        found = self.conn.execute("SELECT * FROM rows WHERE path=?", (path,)).fetchone()
+        return None if found is None else Row(*found)
+
     def by_period(self, period_id: str) -> list[Row]:
         """Rows of one period, by sequence."""
         cur = self.conn.execute("SELECT * FROM rows WHERE period_id=? ORDER BY sequence", (period_id,))

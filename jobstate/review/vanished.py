@@ -1,0 +1,101 @@
+"""Episodes that a branch's history had and that are gone without a tombstone, for verify and diff.
+
+This is a read-only operation: ``git log`` and ``git cat-file`` with ``GIT_OPTIONAL_LOCKS=0``.
+The rule (what counts as vanished, and how it is said) is jobstate.core.tombstones'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from pathlib import Path
+from typing import NamedTuple
+
+from jobstate.core.layout import RETIRED, STATE, describes_episode, is_retired_path
+from jobstate.core.records import episode_from_yaml_dict
+from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanished, vanished_text
+from jobstate.errors import StateInvalid, UsageError
+from jobstate.git.history import Event, branch_tips, episode_events, files_at
+from jobstate.git.snapshot import git_read
+from jobstate.store.yamlio import loads
+
+
+class Vanished(NamedTuple):
+    """One vanished episode, the commit that removed it (None: no commit did) and what to say."""
+
+    episode_id: str
+    removed_by: str | None
+    message: str
+
+
+def head_commit(cwd: Path) -> str | None:
+    """HEAD's commit, or None on an unborn branch. Read-only."""
+    proc = git_read(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
+    return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+
+def state_names(cwd: Path, rev: str) -> set[str]:
+    """The names of state/'s directories at ``rev``. Read-only."""
+    proc = git_read(cwd, "ls-tree", "-z", "--name-only", "--full-tree", f"{rev}:{STATE}", check=False)
+    return (
+        {p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p} if proc.returncode == 0 else set()
+    )
+
+
+def reflog_tips(cwd: Path) -> list[str]:
+    """The commits the current branch pointed to, as its reflog remembers (a reset leaves them). Read-only."""
+    proc = git_read(cwd, "symbolic-ref", "--quiet", "HEAD", check=False)
+    ref = proc.stdout.decode().strip()
+    return branch_tips(cwd, ref) if proc.returncode == 0 and ref else []
+
+
+def find_vanished(
+    cwd: Path,
+    tips: list[str],
+    present: Collection[str],
+    retired: Collection[str],
+    *,
+    exclude: list[str] | None = None,
+    staged_from: Collection[str] = (),
+) -> list[Vanished]:
+    """Episodes added in the history of ``tips`` (not of ``exclude``) that are neither ``present``
+    nor ``retired``. ``staged_from``: IDs the tip commit itself still has (removed in the index or
+    work tree only). This is a read-only operation."""
+    events = episode_events(cwd, tips, exclude or [])
+    added: dict[str, Event] = {}
+    removed: dict[str, str] = {}
+    for event in events:  # newest first: the first removal is the latest, the last addition the first
+        if event.status == "A":
+            added[event.episode_id] = event
+        else:
+            removed.setdefault(event.episode_id, event.commit)
+    gone = vanished(added, present, retired)
+    datas = files_at(cwd, [f"{added[e].commit}:{added[e].path}" for e in gone])
+    out = []
+    for eid in gone:
+        event = added[eid]
+        spec = f"{event.commit}:{event.path}"
+        try:
+            key: str | None = episode_from_yaml_dict(loads(datas.get(spec, b""), spec), spec, eid).allocation_key
+        except (StateInvalid, UsageError):
+            key = None  # a file that cannot be read still used up its ID
+        staged = eid in staged_from
+        by = None if staged else removed.get(eid)
+        out.append(Vanished(eid, by, vanished_text(eid, key, by, last_seen=event.commit, staged=staged)))
+    return out
+
+
+def tombstones_at(cwd: Path, rev: str) -> dict[str, Tombstone]:
+    """The readable tombstones of ``rev`` (verify reports unreadable ones). Read-only."""
+    proc = git_read(cwd, "ls-tree", "-r", "-z", "--name-only", "--full-tree", rev, "--", RETIRED, check=False)
+    paths = [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
+    paths = [p for p in paths if is_retired_path(p)]
+    datas = files_at(cwd, [f"{rev}:{p}" for p in paths])
+    out = {}
+    for path in paths:
+        name = describes_episode(path)
+        assert name is not None
+        try:
+            out[name] = tombstone_from_yaml_dict(loads(datas.get(f"{rev}:{path}", b""), path), path, name)
+        except (StateInvalid, UsageError):
+            continue
+    return out
