@@ -235,23 +235,18 @@ def compare_states(base: StateView, new: StateView) -> Diff:
             diff.alarms.insert(
                 0, {"kind": "episode deleted", "episode": eid, "message": f"{view.status} episode is gone"}
             )
-    for eid, view in sorted(new.episodes.items()):
-        was = base.episodes.get(eid)
-        if was is not None and was.allocation_key and view.allocation_key and was.allocation_key != view.allocation_key:
-            diff.alarms.append(
-                {
-                    "kind": "key moved",
-                    "episode": eid,
-                    "message": f"key {was.allocation_key!r} became {view.allocation_key!r}: the ID went to another run",
-                }
-            )
     old_keys = {v.allocation_key: eid for eid, v in base.episodes.items() if v.allocation_key and not v.legacy}
     for eid, view in sorted(new.episodes.items()):
         owner = old_keys.get(view.allocation_key or "")
+        was = base.episodes.get(eid)
         if owner is not None and owner != eid and migrated_from.get(eid) != owner:
             diff.alarms.append(
                 {"kind": "key moved", "episode": eid, "message": f"key {view.allocation_key!r} belonged to {owner}"}
             )
+        elif was is not None and was.allocation_key and view.allocation_key not in (None, was.allocation_key):
+            # the same ID now names another run (e.g. removed, then handed out again by hand)
+            message = f"key {was.allocation_key!r} became {view.allocation_key!r}: the ID went to another run"
+            diff.alarms.append({"kind": "key moved", "episode": eid, "message": message})
     diff.alarms.sort(key=lambda a: _ALARM_ORDER.index(a["kind"]))
     return diff
 
