@@ -16,6 +16,7 @@ from jobstate.errors import ALLOCATION_CONFLICT, VERIFY_PROBLEMS
 from jobstate.store.store import Store
 
 from .conftest import git, run_cli
+from .test_transaction_remote import make_hosts
 
 W32 = "2026-W32"
 
@@ -172,3 +173,30 @@ def test_restoring_the_episode_with_git_makes_the_key_answer_again(repo: Path) -
     git(repo, "revert", "--no-edit", "HEAD")
     assert _alloc(repo, "k1") == (0, "2026-W32-0", "")
     assert run_cli("verify", cwd=repo).returncode == 0
+
+
+def test_a_force_pushed_remote_is_refused_on_every_host_until_accepted(tmp_path: Path) -> None:
+    bare, (one, two) = make_hosts(tmp_path, 2)
+    _alloc(one, "k1")
+    _alloc(one, "k2")
+    pushed_by_one = _head(one)
+    assert _alloc(two, "k3")[1] == "2026-W32-2"
+    last_two = _head(two)
+    # host one resets two allocations away and force-pushes: the same gap for every host
+    git(one, "fetch", "-q", "origin")
+    git(one, "reset", "-q", "--hard", "origin/main~2")
+    git(one, "push", "-qf", "origin", "main")
+    rewritten = git(bare, "rev-parse", "main").strip()
+    for host, last in ((two, last_two), (one, pushed_by_one)):
+        code, out, err = _alloc(host, "k4")
+        assert (code, out) == (3, ""), err
+        assert "origin/main was rewritten" in err
+        assert rewritten[:12] in err
+        assert last[:12] in err
+        assert "rm .jobstate/remote-tip.json" in err
+    assert git(bare, "rev-parse", "main").strip() == rewritten  # never silently followed or pushed over
+    # the way out, taken deliberately on host two: accept the rewrite and come to the remote's tip
+    (two / ".jobstate" / "remote-tip.json").unlink()
+    git(two, "reset", "-q", "--hard", "origin/main")
+    assert _alloc(two, "k4")[1] == "2026-W32-3"  # 1 and 2 stay used
+    assert _alloc(two, "k3")[0] == ALLOCATION_CONFLICT

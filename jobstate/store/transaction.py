@@ -402,6 +402,7 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
     head = git.head_commit()
     if trust_remote_tip and head is not None and store.matches_remote_tip():
         tip: str | None = head
+        check_remote_tip(store, remote, ref, head)  # a force-push made here by hand moved the tip too
     else:
         tip = git.fetch(remote, ref)
         if tip is not None:
