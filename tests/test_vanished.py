@@ -6,6 +6,9 @@ directory, a staged deletion) with a real repository and the real CLI; the catal
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -200,3 +203,27 @@ def test_a_force_pushed_remote_is_refused_on_every_host_until_accepted(tmp_path:
     git(two, "reset", "-q", "--hard", "origin/main")
     assert _alloc(two, "k4")[1] == "2026-W32-3"  # 1 and 2 stay used
     assert _alloc(two, "k3")[0] == ALLOCATION_CONFLICT
+
+
+@pytest.mark.parametrize("how", [["rm", "-rq"], ["rm", "-rq", "--cached"]], ids=["rm", "rm-cached"])
+def test_the_pre_commit_hook_stops_a_commit_that_deletes_an_episode(repo: Path, how: list[str]) -> None:
+    _alloc(repo, "k1")
+    entry = yaml_entry()  # the hook as pre-commit runs it: its entry, from a git hook
+    hook = repo / ".git" / "hooks" / "pre-commit"
+    hook.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m {entry}\n")
+    hook.chmod(0o755)
+    head = _head(repo)
+    git(repo, *how, "state/2026-W32-0")
+    proc = subprocess.run(["git", "commit", "-qm", "remove"], cwd=repo, capture_output=True, text=True, check=False)
+    assert proc.returncode != 0
+    assert "2026-W32-0 (key 'k1') is committed in HEAD but deleted in the index or work tree" in proc.stderr
+    assert _head(repo) == head
+
+
+def yaml_entry() -> str:
+    """The hook's entry from .pre-commit-hooks.yaml, which must run on every commit (a deletion matches no file)."""
+    text = (Path(__file__).parent.parent / ".pre-commit-hooks.yaml").read_text()
+    assert "always_run: true" in text
+    entry = next(line.split(": ", 1)[1] for line in text.splitlines() if line.strip().startswith("entry:"))
+    assert entry == "jobstate verify --uncommitted-ok"
+    return entry

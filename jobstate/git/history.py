@@ -14,7 +14,7 @@ from jobstate.core.layout import EPISODE_FILE, STATE
 from jobstate.git.objects import CatFile, MissingObject
 from jobstate.git.runner import READ_ONLY_ENV, run_git
 
-_EPISODES = f":(glob){STATE}/*/{EPISODE_FILE}"
+EPISODE_FILES = f":(glob){STATE}/*/{EPISODE_FILE}"  # the pathspec of every episode.yaml
 
 
 class Event(NamedTuple):
@@ -45,7 +45,7 @@ def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) 
         "-z",
         "--format=%x01%H",
         "--",
-        _EPISODES,
+        EPISODE_FILES,
         input=("\n".join(revs) + "\n").encode(),
         env=READ_ONLY_ENV,
     )

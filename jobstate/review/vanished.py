@@ -14,6 +14,7 @@ from jobstate.core.layout import RETIRED, STATE, describes_episode, is_retired_p
 from jobstate.core.records import episode_from_yaml_dict
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanished, vanished_text
 from jobstate.errors import StateInvalid, UsageError
+from jobstate.git.history import EPISODE_FILES as _EPISODES
 from jobstate.git.history import Event, branch_tips, episode_events, files_at
 from jobstate.git.snapshot import git_read
 from jobstate.store.yamlio import loads
@@ -39,6 +40,26 @@ def state_names(cwd: Path, rev: str) -> set[str]:
     return (
         {p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p} if proc.returncode == 0 else set()
     )
+
+
+def index_deletions(cwd: Path) -> set[str]:
+    """Episodes HEAD has whose episode.yaml the index deletes (a staged ``git rm``). Read-only."""
+    proc = git_read(
+        cwd,
+        "diff",
+        "--cached",
+        "--no-renames",
+        "--name-only",
+        "--diff-filter=D",
+        "-z",
+        "HEAD",
+        "--",
+        _EPISODES,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return set()
+    return {p.decode("utf-8", "surrogateescape").split("/")[1] for p in proc.stdout.split(b"\0") if p}
 
 
 def reflog_tips(cwd: Path) -> list[str]:

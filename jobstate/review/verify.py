@@ -51,7 +51,7 @@ from jobstate.review.facts import (
     legacy_facts,
     read_reporting,
 )
-from jobstate.review.vanished import find_vanished, head_commit, reflog_tips, state_names
+from jobstate.review.vanished import find_vanished, head_commit, index_deletions, reflog_tips, state_names
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_yaml_dict
 from jobstate.store.yamlio import loads
@@ -473,6 +473,7 @@ def _check_vanished(cwd: Path, snap: Snapshot, report: Report) -> None:
     """Flag every episode the history had that is gone without a tombstone (git rm, a revert, a reset,
     a merge that dropped it). In the work tree, the branch's reflog counts too (a reset keeps the old
     tip there), and an episode HEAD has that the index or work tree lost is a staged deletion."""
+    present = report.present
     if isinstance(snap, Revision):
         tips, in_head = [snap.commit], set()
     else:
@@ -480,7 +481,9 @@ def _check_vanished(cwd: Path, snap: Snapshot, report: Report) -> None:
         if head is None:
             return
         tips, in_head = [head, *reflog_tips(cwd)], state_names(cwd, head)
-    for gone in find_vanished(cwd, tips, report.present, report.retired, staged_from=in_head):
+        # the index is what the next commit holds: a `git rm --cached` leaves the files in the work tree
+        present = present - index_deletions(cwd)
+    for gone in find_vanished(cwd, tips, present, report.retired, staged_from=in_head):
         report.problems.append(Problem(episode_dir(gone.episode_id), gone.message))
 
 
