@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jobstate.core.approvals import approvals_from_yaml_dict
 from jobstate.core.artifacts import artifacts_from_yaml_dict
@@ -55,6 +55,8 @@ from jobstate.review.vanished import find_vanished, head_commit, index_deletions
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_yaml_dict
 from jobstate.store.yamlio import loads
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -225,10 +227,8 @@ def _collect_episode(
         f = legacy_facts(name, data, episode_path, problems)
         _collect_records(snap, f, base, paths, problems)
         return f
-    try:
-        episode = episode_from_yaml_dict(data, episode_path, name)
-    except StateInvalid as exc:
-        problems.append(Problem(episode_path, str(exc).removeprefix(f"{episode_path}: ")))
+    episode = _strictly(episode_path, problems, lambda: episode_from_yaml_dict(data, episode_path, name))
+    if episode is None:
         return None
     f = Facts(
         episode.episode_id,
@@ -367,6 +367,15 @@ def _compare_history_artifacts(data: dict[str, Any], path: str, episode: Facts |
         problems.append(Problem(path, f"artifacts disagree with state/{episode.episode_id}: {missing[0][0]}"))
 
 
+def _strictly(path: str, problems: list[Problem], read: Callable[[], R]) -> R | None:
+    """``read()``, or None with the strict reader's complaint recorded against ``path``."""
+    try:
+        return read()
+    except StateInvalid as exc:
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+        return None
+
+
 def _check_tombstone(
     snap: Snapshot, name: str, path: str, present: set[str], problems: list[Problem]
 ) -> Tombstone | None:
@@ -374,12 +383,8 @@ def _check_tombstone(
     data = _load(snap, path, problems)
     if data is None:
         return None
-    try:
-        stone = tombstone_from_yaml_dict(data, path, name)
-    except StateInvalid as exc:
-        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
-        return None
-    if name in present:
+    stone = _strictly(path, problems, lambda: tombstone_from_yaml_dict(data, path, name))
+    if stone is not None and name in present:
         problems.append(Problem(path, f"episode {name} is retired but still in state/ or history/; remove one of them"))
     return stone
 
