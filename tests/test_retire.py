@@ -24,7 +24,8 @@ from jobstate.errors import (
 from jobstate.paid.step import paid_step
 from jobstate.store.store import Store
 
-from .conftest import git, run_cli, status
+from .conftest import committed_files, git, run_cli, status
+from .fakegit import fake_git, run_killed
 from .snapshots import tree_state
 
 W32 = "2026-W32"
@@ -194,3 +195,22 @@ def test_diff_shows_a_retirement_with_who_and_why(repo: Path) -> None:
     assert "retired by ops" in out
     assert "a test run" in out
     assert "episode deleted" not in out
+
+
+@pytest.mark.parametrize("kill_on", ["update-ref", "update-index"])
+def test_a_retire_killed_at_its_commit_is_finished_or_undone_by_the_next_command(
+    repo: Path, tmp_path: Path, kill_on: str
+) -> None:
+    _alloc(repo, "k1")
+    run_killed(repo, fake_git(tmp_path, kill_on), "retire", "2026-W32-0", "--by", "ops", "--reason", "gone")
+    landed = "history/retired/2026-W32-0.yaml" in committed_files(repo)
+    assert landed == (kill_on == "update-index")
+    # the next command, whatever it is, repairs first: a kill before the commit is undone, after it finished
+    assert _alloc(repo, "k2")[1] == "2026-W32-1"
+    assert status(repo) == ""
+    assert (repo / "state" / "2026-W32-0" / "episode.yaml").is_file() != landed
+    code, _out, err = _retire(repo, "2026-W32-0", reason="gone")
+    assert code == OK, err
+    assert ("already retired" in err) == landed
+    assert _alloc(repo, "k1")[0] == ALLOCATION_CONFLICT
+    assert run_cli("verify", cwd=repo).returncode == 0

@@ -227,3 +227,30 @@ def yaml_entry() -> str:
     entry = next(line.split(": ", 1)[1] for line in text.splitlines() if line.strip().startswith("entry:"))
     assert entry == "jobstate verify --uncommitted-ok"
     return entry
+
+
+def _ever(repo: Path) -> list[tuple[str, str, int]]:
+    from jobstate.store.transaction import locked
+    from jobstate.store.worktree import fresh_catalog
+
+    with Store(repo, lock_timeout=5) as store, locked(store):
+        cat = fresh_catalog(store)
+        return sorted((s.episode_id, s.allocation_key, s.sequence) for k in KEYS for s in cat.ever_by_key(k))
+
+
+KEYS = ("k1", "k2", "k3", "k4")
+
+
+def test_a_rebuilt_catalog_knows_what_the_warm_one_learned(repo: Path) -> None:
+    _alloc(repo, "k1")
+    _alloc(repo, "k2")
+    git(repo, "rm", "-rq", "state/2026-W32-0")
+    git(repo, "commit", "-qm", "remove")
+    _alloc(repo, "k3")
+    _alloc(repo, "k4")
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "revert", "--no-edit", "HEAD~1")  # revert the removal: 2026-W32-0 is back
+    warm = _ever(repo)
+    _drop_catalog(repo)
+    assert _ever(repo) == warm
+    assert warm == [("2026-W32-0", "k1", 0), ("2026-W32-1", "k2", 1), ("2026-W32-2", "k3", 2), ("2026-W32-3", "k4", 3)]
