@@ -6,17 +6,19 @@ The rule (what counts as vanished, and how it is said) is jobstate.core.tombston
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import sqlite3
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.core.layout import RETIRED, STATE, describes_episode, is_retired_path
+from jobstate.core.layout import PRIVATE, RETIRED, STATE, describes_episode, is_retired_path
 from jobstate.core.records import episode_from_yaml_dict
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanished, vanished_text
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.history import EPISODE_FILES as _EPISODES
-from jobstate.git.history import Event, branch_tips, episode_events, files_at
+from jobstate.git.history import Event, branch_tips, episode_events, files_at, removing_commit
 from jobstate.git.snapshot import git_read
+from jobstate.store.catalog import Catalog
 from jobstate.store.yamlio import loads
 
 
@@ -76,11 +78,12 @@ def find_vanished(
     retired: Collection[str],
     *,
     exclude: list[str] | None = None,
+    known: Mapping[str, str | None] | None = None,
     staged_from: Collection[str] = (),
 ) -> list[Vanished]:
-    """Episodes added in the history of ``tips`` (not of ``exclude``) that are neither ``present``
-    nor ``retired``. ``staged_from``: IDs the tip commit itself still has (removed in the index or
-    work tree only). This is a read-only operation."""
+    """Episodes added in the history of ``tips`` (not of ``exclude``), or ``known`` before it (ID ->
+    key), that are neither ``present`` nor ``retired``. ``staged_from``: IDs the tip commit itself
+    still has (removed in the index or work tree only). This is a read-only operation."""
     events = episode_events(cwd, tips, exclude or [])
     added: dict[str, Event] = {}
     removed: dict[str, str] = {}
@@ -89,20 +92,42 @@ def find_vanished(
             added[event.episode_id] = event
         else:
             removed.setdefault(event.episode_id, event.commit)
-    gone = vanished(added, present, retired)
-    datas = files_at(cwd, [f"{added[e].commit}:{added[e].path}" for e in gone])
+    keys = dict(known or {})
+    gone = vanished(set(added) | set(keys), present, retired)
+    datas = files_at(cwd, [f"{added[e].commit}:{added[e].path}" for e in gone if e in added and e not in keys])
     out = []
     for eid in gone:
-        event = added[eid]
-        spec = f"{event.commit}:{event.path}"
-        try:
-            key: str | None = episode_from_yaml_dict(loads(datas.get(spec, b""), spec), spec, eid).allocation_key
-        except (StateInvalid, UsageError):
-            key = None  # a file that cannot be read still used up its ID
+        first = added.get(eid)
+        if eid not in keys and first is not None:
+            spec = f"{first.commit}:{first.path}"
+            try:
+                keys[eid] = episode_from_yaml_dict(loads(datas.get(spec, b""), spec), spec, eid).allocation_key
+            except (StateInvalid, UsageError):
+                keys[eid] = None  # a file that cannot be read still used up its ID
         staged = eid in staged_from
-        by = None if staged else removed.get(eid)
-        out.append(Vanished(eid, by, vanished_text(eid, key, by, last_seen=event.commit, staged=staged)))
+        # known before the walk: its removal, if any commit made it, is older than the walk
+        by = None if staged else removed.get(eid) or (removing_commit(cwd, tips[0], eid) if first is None else None)
+        seen = None if first is None else first.commit
+        out.append(Vanished(eid, by, vanished_text(eid, keys[eid] or None, by, last_seen=seen, staged=staged)))
     return out
+
+
+def catalog_knowledge(cwd: Path) -> tuple[str, dict[str, str | None]] | None:
+    """What the derived catalog (if any) already knows the branch ever had: the commit it reflects
+    and every episode ID with its key. Opened read-only: nothing is written. Read-only."""
+    cat = Catalog.open_readonly(cwd / PRIVATE / "catalog.sqlite")
+    if cat is None:
+        return None
+    try:
+        head = cat.meta("head")
+        seen = cat.ever_all()
+    except sqlite3.Error:
+        return None
+    finally:
+        cat.close()
+    if not head or git_read(cwd, "cat-file", "-e", f"{head}^{{commit}}", check=False).returncode != 0:
+        return None
+    return head, {s.episode_id: s.allocation_key or None for s in seen}
 
 
 def tombstones_at(cwd: Path, rev: str) -> dict[str, Tombstone]:

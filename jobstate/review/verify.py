@@ -51,7 +51,14 @@ from jobstate.review.facts import (
     legacy_facts,
     read_reporting,
 )
-from jobstate.review.vanished import find_vanished, head_commit, index_deletions, reflog_tips, state_names
+from jobstate.review.vanished import (
+    catalog_knowledge,
+    find_vanished,
+    head_commit,
+    index_deletions,
+    reflog_tips,
+    state_names,
+)
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_yaml_dict
 from jobstate.store.yamlio import loads
@@ -474,10 +481,13 @@ def _check_clean(cwd: Path, report: Report) -> None:
         report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
 
 
-def _check_vanished(cwd: Path, snap: Snapshot, report: Report) -> None:
+def _check_vanished(cwd: Path, snap: Snapshot, report: Report, since: tuple[str, dict[str, str | None]] | None) -> None:
     """Flag every episode the history had that is gone without a tombstone (git rm, a revert, a reset,
     a merge that dropped it). In the work tree, the branch's reflog counts too (a reset keeps the old
-    tip there), and an episode HEAD has that the index or work tree lost is a staged deletion."""
+    tip there), and an episode HEAD has that the index or work tree lost is a staged deletion.
+
+    ``since``: a commit and the episodes (ID -> key) known up to it, from the base of ``--against``
+    or, in the work tree, the catalog (opened read-only); only the commits after it are walked."""
     present = report.present
     if isinstance(snap, Revision):
         tips, in_head = [snap.commit], set()
@@ -488,7 +498,9 @@ def _check_vanished(cwd: Path, snap: Snapshot, report: Report) -> None:
         tips, in_head = [head, *reflog_tips(cwd)], state_names(cwd, head)
         # the index is what the next commit holds: a `git rm --cached` leaves the files in the work tree
         present = present - index_deletions(cwd)
-    for gone in find_vanished(cwd, tips, present, report.retired, staged_from=in_head):
+        since = since or catalog_knowledge(cwd)
+    exclude, known = ([since[0]], since[1]) if since is not None else ([], {})
+    for gone in find_vanished(cwd, tips, present, report.retired, exclude=exclude, known=known, staged_from=in_head):
         report.problems.append(Problem(episode_dir(gone.episode_id), gone.message))
 
 
@@ -518,7 +530,6 @@ def verify(
         snap.close()
     if rev is None and check_clean:
         _check_clean(cwd, report)
-    _check_vanished(cwd, snap, report)
     if require_signed:
         tip = snap.commit if isinstance(snap, Revision) else "HEAD"
         for sha, problem in signature_problems(cwd, tip, against, ROOTS):
@@ -531,4 +542,12 @@ def verify(
             base_snap.close()
         report.against = base_snap.label
         report.differences = compare(base_facts, facts)
+        # the base was checked when it was made: only what it had and the commits since are looked at
+        since: tuple[str, dict[str, str | None]] | None = (
+            base_snap.commit,
+            {name: f.allocation_key for name, f in base_facts.items()},
+        )
+    else:
+        since = None
+    _check_vanished(cwd, snap, report, since)
     return report

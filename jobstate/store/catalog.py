@@ -157,6 +157,10 @@ class Catalog:
         """Every episode ID the branch ever had."""
         return {r[0] for r in self.conn.execute("SELECT episode_id FROM ever").fetchall()}
 
+    def ever_all(self) -> list[Seen]:
+        """Every episode the branch ever had."""
+        return [Seen(*r) for r in self.conn.execute("SELECT * FROM ever").fetchall()]
+
     def retirement(self, episode_id: str) -> Row | None:
         """The committed tombstone of a retired episode, or None."""
         row = self.conn.execute("SELECT * FROM retired WHERE episode_id=?", (episode_id,)).fetchone()

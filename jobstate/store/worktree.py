@@ -78,7 +78,10 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
     Only the commits since the catalog's last tip are walked: the cost per commit stays flat.
     """
     root = store.git.root
-    tips = [head] if known else [head, *branch_tips(root, store.git.head_ref())]
+    tips = [head]
+    if not known:
+        with contextlib.suppress(UsageError):  # a detached HEAD has no branch, hence no reflog of one
+            tips += branch_tips(root, store.git.head_ref())
     events = episode_events(root, tips, [known] if known else [])
     seen = cat.ever_ids()
     first_added = {}  # the oldest addition of each ID not known yet (events come newest first)
