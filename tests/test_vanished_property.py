@@ -72,7 +72,7 @@ def _apply(repo: Path, op: tuple[object, ...]) -> None:
         (repo / "notes.txt").write_text(f"{op}\n")
         git(repo, "add", "notes.txt")
         git(repo, "commit", "-qm", "side work")
-        git(repo, "checkout", "-q", "main")
+        git(repo, "checkout", "-q", "-")  # back to the branch, whatever its name
         git(repo, "merge", "-q", "--no-ff", "--no-commit", "side")
         git(repo, "rm", "-rq", f"state/{present[int(str(op[1])) % len(present)]}")
         git(repo, "commit", "-qm", "merge side")

@@ -6,7 +6,6 @@ The rule (what counts as vanished, and how it is said) is jobstate.core.tombston
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -119,12 +118,12 @@ def catalog_knowledge(cwd: Path) -> tuple[str, dict[str, str | None]] | None:
     if cat is None:
         return None
     try:
-        head = cat.meta("head")
-        seen = cat.ever_all()
-    except sqlite3.Error:
-        return None
+        found = cat.knowledge()
     finally:
         cat.close()
+    if found is None:
+        return None
+    head, seen = found
     if not head or git_read(cwd, "cat-file", "-e", f"{head}^{{commit}}", check=False).returncode != 0:
         return None
     return head, {s.episode_id: s.allocation_key or None for s in seen}

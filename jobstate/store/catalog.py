@@ -157,9 +157,13 @@ class Catalog:
         """Every episode ID the branch ever had."""
         return {r[0] for r in self.conn.execute("SELECT episode_id FROM ever").fetchall()}
 
-    def ever_all(self) -> list[Seen]:
-        """Every episode the branch ever had."""
-        return [Seen(*r) for r in self.conn.execute("SELECT * FROM ever").fetchall()]
+    def knowledge(self) -> tuple[str, list[Seen]] | None:
+        """The commit the catalog reflects and every episode the branch ever had up to it;
+        None when it cannot be read (it is derived data)."""
+        try:
+            return self.meta("head") or "", [Seen(*r) for r in self.conn.execute("SELECT * FROM ever").fetchall()]
+        except sqlite3.Error:
+            return None
 
     def retirement(self, episode_id: str) -> Row | None:
         """The committed tombstone of a retired episode, or None."""
