@@ -238,22 +238,16 @@ def compare_states(base: StateView, new: StateView) -> Diff:
     old_keys = {v.allocation_key: eid for eid, v in base.episodes.items() if v.allocation_key and not v.legacy}
     for eid, view in sorted(new.episodes.items()):
         owner = old_keys.get(view.allocation_key or "")
-        was = base.episodes.get(eid)
         if owner is not None and owner != eid and migrated_from.get(eid) != owner:
             diff.alarms.append(
                 {"kind": "key moved", "episode": eid, "message": f"key {view.allocation_key!r} belonged to {owner}"}
             )
-        elif was is not None and was.allocation_key and view.allocation_key not in (None, was.allocation_key):
-            # the same ID now names another run (e.g. removed, then handed out again by hand)
-            message = f"key {was.allocation_key!r} became {view.allocation_key!r}: the ID went to another run"
-            diff.alarms.append({"kind": "key moved", "episode": eid, "message": message})
     diff.alarms.sort(key=lambda a: _ALARM_ORDER.index(a["kind"]))
     return diff
 
 
 _ALARM_ORDER = [
     "episode deleted",
-    "episode retired",
     "completed episode edited",
     "cost entry rewritten",
     "key moved",
@@ -302,9 +296,8 @@ def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
             message = f"retired by {stone.retired_by} at {stone.retired_at}: {stone.reason}"
             result.alarms.append({"kind": "episode retired", "episode": eid, "message": message})
     for gone in find_vanished(cwd, [new.commit], set(new.episodes), retired, exclude=[old.commit]):
-        if gone.episode_id not in old.episodes:
-            result.alarms.append({"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})
-    result.alarms.sort(key=lambda a: _ALARM_ORDER.index(a["kind"]))
+        if gone.episode_id not in old.episodes:  # the worst kind: first, as the sorted alarms have it
+            result.alarms.insert(0, {"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})
 
 
 def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
