@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from before_after import bench_before_after  # noqa: E402
 from repos import (  # noqa: E402
     GIT_ENV,
     episode_id,
@@ -327,8 +328,18 @@ def bench_verify() -> None:
         print(f"whole verify, work tree: {full:.1f} s; --rev HEAD from Git objects: {rev:.1f} s")
 
 
+def bench_history() -> None:
+    """This tree's allocation figures beside BENCH_BASE's (issue 22: allocation remembers all of history)."""
+    ratios = bench_before_after()
+    if ratios:
+        target("lock-free retry at 10,000 episodes, after/before", ratios["retry"], 1.5, at_most=True)
+        target("new allocation at 10,000 episodes, after/before", ratios["new"], 1.5, at_most=True)
+        target("new allocation after an outside commit, after/before", ratios["outside"], 1.5, at_most=True)
+
+
 SECTIONS: dict[str, Callable[[], None]] = {
     "allocate": bench_allocate,
+    "history": bench_history,
     "remote": bench_remote,
     "size": bench_size,
     "verify": bench_verify,

@@ -90,6 +90,12 @@ class RemoteUnavailable(JobstateError, ConnectionError):
     exit_code = LOCK_OR_REMOTE
 
 
+class RemoteRewritten(JobstateError):
+    """The remote branch no longer contains the tip this clone last pushed or fetched (a force-push)."""
+
+    exit_code = LOCK_OR_REMOTE
+
+
 class ConcurrentUpdate(JobstateError, RuntimeError):
     """The branch kept moving under us (a compare-and-swap lost too many times)."""
 

@@ -126,6 +126,7 @@ DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
     "resolve": ("resolve", ("options", "episode", "step", "accepted", "supersede", "by", "reason")),
     "approve": ("approve", ("options", "episode", "by", "reject", "reason")),
     "complete": ("complete", ("options", "episode", "as_json")),
+    "retire": ("retire", ("options", "episode", "by", "reason", "as_json")),
     "verify": ("verify", ("repo", "rev", "against", "strict", "fmt", "jobs", "uncommitted_ok", "require_signed")),
     "diff": ("diff", ("repo", "base", "rev", "fmt", "max_chars", "output", "strict")),
     "report": ("report", ("repo", "rev", "period", "since", "until", "fmt", "max_chars", "output")),
@@ -344,6 +345,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = command("complete", "write history/<id>.yaml for an approved episode")
     p.add_argument("--episode", required=True, help="the approved episode to complete")
+    json_flag(p)
+
+    p = command("retire", "remove an episode from state/; a tombstone keeps its ID and key from ever being reused")
+    p.add_argument("episode", metavar="EPISODE", help="the episode to retire, e.g. 2026-W32-0")
+    p.add_argument("--by", required=True, help="who retires it (recorded; one line, at most 200 characters)")
+    p.add_argument("--reason", required=True, help="why (recorded; one line, at most 1000 characters)")
     json_flag(p)
 
     p = command("verify", "read-only checks of the state (CI, pull requests)")

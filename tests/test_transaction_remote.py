@@ -234,10 +234,10 @@ def test_remote_that_went_backwards_is_refused_even_for_retries(tmp_path: Path) 
         assert run_cli("allocate", "--key", key, "--week", "2026-W32", cwd=one).returncode == 0
     git(bare, "update-ref", "refs/heads/main", "main~1")  # someone force-pushed the branch backwards
     new = run_cli("allocate", "--key", "c", "--week", "2026-W32", cwd=one)
-    assert new.returncode == 2
-    assert "not on origin" in new.stderr
+    assert new.returncode == 3  # a rewritten remote is refused, never followed (issue 22)
+    assert "origin/main was rewritten" in new.stderr
     retry = run_cli("allocate", "--key", "b", "--week", "2026-W32", cwd=one)
-    assert retry.returncode == 2  # no answer from a commit the remote no longer has
+    assert retry.returncode == 3  # no answer from a commit the remote no longer has
 
 
 def test_accepted_ref_that_cannot_be_recorded_is_reported(tmp_path: Path) -> None:

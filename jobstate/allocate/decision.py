@@ -8,7 +8,9 @@ from jobstate.core.clock import format_time
 from jobstate.core.layout import episode_path
 from jobstate.core.periods import Period, format_episode_id, next_sequence
 from jobstate.core.records import Allocation, Episode
+from jobstate.core.tombstones import vanished_text
 from jobstate.errors import AllocationConflict, StateInvalid
+from jobstate.git.history import removing_commit
 from jobstate.store.catalog import Catalog, Row
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
@@ -55,10 +57,15 @@ def _decide(
             check_clean(store, row)
         found = Allocation(episode_id, period_id, int(episode_id.rsplit("-", 1)[1]), key, False, recovered=bool(mine))
         return StateChange(found, recover, note)
+    _refuse_gone(store, cat, key)
     in_period = cat.by_period(period.id)
     for row in in_period:
         check_clean(store, row)
     sequences = {r.sequence for r in in_period} | {o.sequence for o in orphans if o.period_id == period.id}
+    # never refill a gap: a sequence the period ever had on this branch stays used for ever
+    highest = cat.ever_max_sequence(period.id)
+    if highest is not None:
+        sequences.add(highest)
     sequence = next_sequence(sequences)
     episode = Episode(
         episode_id=format_episode_id(period, sequence),
@@ -78,6 +85,25 @@ def _decide(
     message = f"allocate {episode.episode_id} for key {key!r}" + (f"\n\n{note}" if note else "")
     files = {**recover, episode_path(episode.episode_id): dumps(episode.to_yaml_dict())}
     return StateChange(Allocation(episode.episode_id, period.id, sequence, key, created=True), files, message)
+
+
+def _refuse_gone(store: Store, cat: Catalog, key: str) -> None:
+    """A key whose episode was retired or has vanished from HEAD keeps it: allocating it again is refused."""
+    gone = cat.ever_by_key(key)
+    if not gone:
+        return
+    seen = gone[0]
+    stone = cat.retirement(seen.episode_id)
+    if stone is not None:
+        raise AllocationConflict(
+            f"allocation key {key!r} belonged to episode {seen.episode_id}, retired ({stone.path}); "
+            "a retired episode's ID and key are never handed out again: use a new key"
+        )
+    removed = removing_commit(store.git.root, cat.meta("head") or "HEAD", seen.episode_id)
+    raise AllocationConflict(
+        f"allocation key {key!r} refused: {vanished_text(seen.episode_id, None, removed, last_seen=seen.seen_in)}; "
+        "allocating it anew would pay for the same run twice"
+    )
 
 
 def _recover_message(orphans: list[Episode]) -> str:

@@ -6,6 +6,10 @@ STATE = "state"
 HISTORY = "history"
 PRIVATE = ".jobstate"
 CONFIG_FILE = "jobstate.yaml"
+# tombstones of retired episodes: their ID and key are never handed out again
+RETIRED = f"{HISTORY}/retired"
+# the remote tip this clone last pushed or fetched (host-local)
+REMOTE_TIP_FILE = f"{PRIVATE}/remote-tip.json"
 
 EPISODE_FILE = "episode.yaml"
 SUBMISSIONS = "submissions.yaml"
@@ -41,11 +45,24 @@ def history_path(episode_id: str) -> str:
     return f"{HISTORY}/{episode_id}.yaml"
 
 
+def retired_path(episode_id: str) -> str:
+    """``history/retired/<id>.yaml``: the tombstone of a retired episode."""
+    return f"{RETIRED}/{episode_id}.yaml"
+
+
+def is_retired_path(path: str) -> bool:
+    """Whether ``path`` is a tombstone's place (``history/retired/<name>.yaml``)."""
+    parts = path.split("/")
+    return len(parts) == 3 and f"{parts[0]}/{parts[1]}" == RETIRED and parts[2].endswith(".yaml")
+
+
 def describes_episode(path: str) -> str | None:
-    """The episode ID a committed path describes, if it is an episode or history file."""
+    """The episode ID a committed path describes, if it is an episode, history or tombstone file."""
     parts = path.split("/")
     if len(parts) == 3 and parts[0] == STATE and parts[2] == EPISODE_FILE:
         return parts[1]
+    if is_retired_path(path):
+        return parts[2][:-5]
     if len(parts) == 2 and parts[0] == HISTORY and parts[1].endswith(".yaml"):
         return parts[1][:-5]
     return None

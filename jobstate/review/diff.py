@@ -17,10 +17,12 @@ from jobstate.core.costs import totals
 from jobstate.core.model import Violation, appended
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
+from jobstate.git.history import removing_commit
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
 from jobstate.review.changes import migrated_from, range_violations, state_violations
 from jobstate.review.revision import EpisodeView, StateView, read_state
+from jobstate.review.vanished import find_vanished, tombstones_at
 from jobstate.review.verify import collect, preservation
 
 E = TypeVar("E")  # an entry of an append-only ledger
@@ -42,6 +44,7 @@ class Diff:
     completed: list[dict[str, Any]] = field(default_factory=list)
     migrations: list[dict[str, str]] = field(default_factory=list)
     settings: list[dict[str, Any]] = field(default_factory=list)  # jobstate.yaml changes, always shown
+    retired: list[dict[str, Any]] = field(default_factory=list)  # episodes jobstate retire took out, with why
     preservation: list[str] | None = None  # verify --against lines; None when nothing was migrated
     budgets: list[dict[str, Any]] = field(default_factory=list)  # use of the budget periods the change touched
     unreadable: list[str] = field(default_factory=list)
@@ -63,6 +66,7 @@ class Diff:
             not (self.alarms or self.allocated or self.steps or self.costs or self.decisions or self.completed)
             and not self.migrations
             and not self.settings
+            and not self.retired
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -82,6 +86,7 @@ class Diff:
             "completed": self.completed,
             "migrations": self.migrations,
             "settings": self.settings,
+            "retired": self.retired,
             "preserved": None if self.preservation is None else not self.preservation,
             "preservation_differences": self.preservation or [],
             "budgets": self.budgets,
@@ -232,6 +237,41 @@ ALARM_ORDER = [
 ]
 
 
+def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
+    """Say how each deleted episode went, turn a retirement into its own alarm, and raise one for an
+    episode added and removed between the two revisions, which neither side shows."""
+    retired = tombstones_at(cwd, new.commit)
+    earlier = tombstones_at(cwd, old.commit)
+    for alarm in list(result.alarms):
+        eid = alarm["episode"]
+        if alarm["kind"] != "episode deleted":
+            continue
+        stone = retired.get(eid)
+        if stone is not None:
+            # jobstate retire wrote it: a row of the diff, not an alarm
+            result.alarms.remove(alarm)
+            if eid not in earlier:
+                result.retired.append(
+                    {"episode_id": eid, "by": stone.retired_by, "at": stone.retired_at, "reason": stone.reason}
+                )
+            earlier[eid] = stone  # said once
+            continue
+        by = removing_commit(cwd, new.commit, eid)
+        alarm["message"] += (
+            f"; removed by commit {by[:12]}"
+            if by
+            else f"; {new.rev} does not contain the commit that had it (a reset or a rewritten history)"
+        )
+    for eid, stone in sorted(retired.items()):
+        if eid not in old.episodes and eid not in earlier:
+            result.retired.append(
+                {"episode_id": eid, "by": stone.retired_by, "at": stone.retired_at, "reason": stone.reason}
+            )
+    for gone in find_vanished(cwd, [new.commit], set(new.episodes), retired, exclude=[old.commit]):
+        if gone.episode_id not in old.episodes:  # the worst kind: first, as the sorted alarms have it
+            result.alarms.insert(0, {"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})
+
+
 def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
     """What changed in state/ and history/ from ``base`` to ``rev``. This is a read-only operation."""
     old = read_state(path, base, progress=progress)
@@ -246,6 +286,7 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     per_commit, notes = range_violations(path, base, rev)
     add_alarms(result, per_commit)
     result.unreadable += notes
+    _removals(locate(path), old, new, result)
     if result.migrations:
         snap = Revision(locate(path), rev)
         try:

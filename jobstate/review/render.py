@@ -53,6 +53,11 @@ def diff_sections(d: Diff) -> tuple[str, list[Section]]:
     if d.settings:
         rows = [[str(s["setting"]), _s(s["old"]), _s(s["new"])] for s in d.settings]
         out.append(Section("Settings changed (jobstate.yaml)", ["setting", "before", "now"], rows))
+    if d.retired:
+        rows = [[r["episode_id"], _s(r["by"]), _s(r["at"]), _s(r["reason"])] for r in d.retired]
+        out.append(
+            Section("Episodes retired (ID and key kept by a tombstone)", ["episode", "by", "at", "reason"], rows)
+        )
     if d.unreadable:
         out.append(Section("Unreadable files (jobstate verify says more)", ["file"], [[u] for u in d.unreadable]))
     if d.allocated:

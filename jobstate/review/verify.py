@@ -14,18 +14,28 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from jobstate.core.approvals import approvals_from_yaml_dict
 from jobstate.core.artifacts import artifacts_from_yaml_dict
 from jobstate.core.attempts import submissions_from_yaml_dict
 from jobstate.core.clock import time_text
 from jobstate.core.costs import costs_from_yaml_dict
-from jobstate.core.layout import APPROVAL, ARTIFACTS, CONFIG_FILE, COSTS, RECORD_FILES, SUBMISSIONS, episode_dir
+from jobstate.core.layout import (
+    APPROVAL,
+    ARTIFACTS,
+    CONFIG_FILE,
+    COSTS,
+    RECORD_FILES,
+    SUBMISSIONS,
+    episode_dir,
+    is_retired_path,
+)
 from jobstate.core.model import attempts_violations, completion_problems
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
+from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
 from jobstate.git.signing import signature_problems
@@ -44,9 +54,19 @@ from jobstate.review.facts import (
     read_reporting,
 )
 from jobstate.review.revision import read_state
+from jobstate.review.vanished import (
+    catalog_knowledge,
+    find_vanished,
+    head_commit,
+    index_deletions,
+    reflog_tips,
+    state_names,
+)
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_text
 from jobstate.store.yamlio import loads
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -61,6 +81,8 @@ class Report:
     differences: list[str] = field(default_factory=list)
     against: str | None = None
     migrated: int = 0  # with against: the episodes a migration renamed, whose records must be kept exactly
+    present: set[str] = field(default_factory=set)  # names with a directory in state/ or a history file
+    retired: set[str] = field(default_factory=set)  # names with a tombstone
 
     def errors(self, strict: bool) -> list[Problem]:
         """Problems that fail verify (warnings too with strict)."""
@@ -132,6 +154,7 @@ def collect(
     config = _check_config(snap, problems)
     by_dir: dict[str, list[str]] = {}
     history: dict[str, str] = {}
+    tombstones: dict[str, str] = {}
     for path in files:
         parts = path.split("/")
         if parts[0] == "state":
@@ -145,8 +168,17 @@ def collect(
                 history[parts[1][:-5]] = path
             else:
                 problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+        elif is_retired_path(path):
+            tombstones[parts[2][:-5]] = path
         elif parts[0] == "history" and len(parts) > 2:
-            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files and retired/<episode_id>.yaml"))
+    report.present = set(by_dir) | set(history)
+    report.retired = set(tombstones)
+    retired_keys = {}
+    for name, path in sorted(tombstones.items()):
+        stone = _check_tombstone(snap, name, path, report.present, problems)
+        if stone is not None:
+            retired_keys[stone.allocation_key] = name
     facts: dict[str, Facts] = {}
     to_hash: list[tuple[str, str, tuple[str, int | None]]] = []
     for name in sorted(by_dir):
@@ -158,7 +190,7 @@ def collect(
             to_hash.append((name, rel, (artifact.sha256, artifact.size)))
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
-    _check_uniqueness(facts, problems)
+    _check_uniqueness(facts, problems, retired_keys)
     if config is not None:
         _check_period_kind(config.period, facts, problems)
     check_budgets(None if config is None else config.budget, facts, problems)
@@ -209,10 +241,8 @@ def _collect_episode(
         f = legacy_facts(name, data, episode_path, problems)
         _collect_records(snap, f, base, paths, problems)
         return f
-    try:
-        episode = episode_from_yaml_dict(data, episode_path, name)
-    except StateInvalid as exc:
-        problems.append(Problem(episode_path, str(exc).removeprefix(f"{episode_path}: ")))
+    episode = _strictly(episode_path, problems, lambda: episode_from_yaml_dict(data, episode_path, name))
+    if episode is None:
         return None
     f = Facts(
         episode.episode_id,
@@ -368,7 +398,29 @@ def _check_period_kind(kind: str, facts: dict[str, Facts], problems: list[Proble
             )
 
 
-def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem]) -> None:
+def _strictly(path: str, problems: list[Problem], read: Callable[[], R]) -> R | None:
+    """``read()``, or None with the strict reader's complaint recorded against ``path``."""
+    try:
+        return read()
+    except StateInvalid as exc:
+        problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
+        return None
+
+
+def _check_tombstone(
+    snap: Snapshot, name: str, path: str, present: set[str], problems: list[Problem]
+) -> Tombstone | None:
+    """A readable tombstone of an episode that is no longer in state/ or history/."""
+    data = _load(snap, path, problems)
+    if data is None:
+        return None
+    stone = _strictly(path, problems, lambda: tombstone_from_yaml_dict(data, path, name))
+    if stone is not None and name in present:
+        problems.append(Problem(path, f"episode {name} is retired but still in state/ or history/; remove one of them"))
+    return stone
+
+
+def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem], retired_keys: dict[str, str]) -> None:
     seen: dict[tuple[str, int], str] = {}
     keys: dict[str, list[str]] = {}
     for name, f in sorted(facts.items()):
@@ -380,6 +432,14 @@ def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem]) -> None:
         seen[slot] = name
         if f.allocation_key is not None:
             keys.setdefault(f.allocation_key, []).append(name)
+            if f.allocation_key in retired_keys:
+                problems.append(
+                    Problem(
+                        episode_dir(name),
+                        f"allocation key {f.allocation_key!r} belongs to retired episode "
+                        f"{retired_keys[f.allocation_key]}: a retired key is never handed out again",
+                    )
+                )
     for key, names in sorted(keys.items()):
         if len(names) > 1:
             problems.append(
@@ -445,6 +505,29 @@ def _check_clean(cwd: Path, report: Report) -> None:
         report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
 
 
+def _check_vanished(cwd: Path, snap: Snapshot, report: Report, since: tuple[str, dict[str, str | None]] | None) -> None:
+    """Flag every episode the history had that is gone without a tombstone (git rm, a revert, a reset,
+    a merge that dropped it). In the work tree, the branch's reflog counts too (a reset keeps the old
+    tip there), and an episode HEAD has that the index or work tree lost is a staged deletion.
+
+    ``since``: a commit and the episodes (ID -> key) known up to it, from the base of ``--against``
+    or, in the work tree, the catalog (opened read-only); only the commits after it are walked."""
+    present = report.present
+    if isinstance(snap, Revision):
+        tips, in_head = [snap.commit], set()
+    else:
+        head = head_commit(cwd)
+        if head is None:
+            return
+        tips, in_head = [head, *reflog_tips(cwd)], state_names(cwd, head)
+        # the index is what the next commit holds: a `git rm --cached` leaves the files in the work tree
+        present = present - index_deletions(cwd)
+        since = since or catalog_knowledge(cwd)
+    exclude, known = ([since[0]], since[1]) if since is not None else ([], {})
+    for gone in find_vanished(cwd, tips, present, report.retired, exclude=exclude, known=known, staged_from=in_head):
+        report.problems.append(Problem(episode_dir(gone.episode_id), gone.message))
+
+
 def verify(
     path: Path,
     *,
@@ -487,6 +570,14 @@ def verify(
         for v in found + [v for v in per_commit if v not in found]:
             report.problems.append(Problem(v.record, f"{v.kind}: {v.message}"))
         report.problems += [Problem(rev or "HEAD", note, "warning") for note in notes]
+        # the base was checked when it was made: only what it had and the commits since are looked at
+        since: tuple[str, dict[str, str | None]] | None = (
+            base_state.commit,
+            {name: v.allocation_key for name, v in base_state.episodes.items()},
+        )
+    else:
+        since = None
+    _check_vanished(cwd, snap, report, since)
     return report
 
 

@@ -4,6 +4,11 @@ It is never the truth: it records which commit it was derived from, every row
 carries the blob ID of the file it was read from, and it is brought up to date
 (incrementally from ``git diff-tree``, or rebuilt whole) whenever HEAD is not
 the commit it knows. Deleting it is always safe.
+
+Beside the rows of HEAD it keeps what the branch's history ever had (``ever``:
+every episode ID with its key, never forgotten) and the tombstones of retired
+episodes, so that an ID or key is never handed out twice; a rebuild derives the
+same from ``git log`` (jobstate.git.history).
 """
 
 from __future__ import annotations
@@ -12,10 +17,10 @@ import sqlite3
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.core.layout import STATE
+from jobstate.core.layout import RETIRED, STATE
 from jobstate.errors import StateInvalid
 
-VERSION = "1"
+VERSION = "2"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -24,6 +29,14 @@ CREATE TABLE IF NOT EXISTS rows(
     sequence INTEGER NOT NULL, allocation_key TEXT NOT NULL, blob TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS rows_by_key ON rows(allocation_key);
 CREATE INDEX IF NOT EXISTS rows_by_period ON rows(period_id, sequence);
+CREATE TABLE IF NOT EXISTS ever(
+    episode_id TEXT PRIMARY KEY, period_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+    allocation_key TEXT NOT NULL, seen_in TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS ever_by_key ON ever(allocation_key);
+CREATE INDEX IF NOT EXISTS ever_by_period ON ever(period_id, sequence);
+CREATE TABLE IF NOT EXISTS retired(
+    path TEXT PRIMARY KEY, episode_id TEXT NOT NULL, period_id TEXT NOT NULL,
+    sequence INTEGER NOT NULL, allocation_key TEXT NOT NULL, blob TEXT NOT NULL);
 """
 
 
@@ -36,6 +49,16 @@ class Row(NamedTuple):
     sequence: int
     allocation_key: str
     blob: str
+
+
+class Seen(NamedTuple):
+    """An episode the branch's history had, and the commit it was first seen in."""
+
+    episode_id: str
+    period_id: str
+    sequence: int
+    allocation_key: str  # empty when the file that had it could not be read
+    seen_in: str
 
 
 class Catalog:
@@ -105,10 +128,61 @@ class Catalog:
         cur = self.conn.execute("SELECT * FROM rows WHERE allocation_key=?", (key,))
         return [Row(*r) for r in cur.fetchall()]
 
+    def row(self, path: str) -> Row | None:
+        """The row of one committed file, or None."""
+        found = self.conn.execute("SELECT * FROM rows WHERE path=?", (path,)).fetchone()
+        return None if found is None else Row(*found)
+
     def by_period(self, period_id: str) -> list[Row]:
         """Rows of one period, by sequence."""
         cur = self.conn.execute("SELECT * FROM rows WHERE period_id=? ORDER BY sequence", (period_id,))
         return [Row(*r) for r in cur.fetchall()]
+
+    def ever_by_key(self, key: str) -> list[Seen]:
+        """Every episode the key ever had on this branch."""
+        cur = self.conn.execute("SELECT * FROM ever WHERE allocation_key=? ORDER BY episode_id", (key,))
+        return [Seen(*r) for r in cur.fetchall()]
+
+    def ever_by_id(self, episode_id: str) -> Seen | None:
+        """The episode ``episode_id`` as the branch's history had it, or None."""
+        row = self.conn.execute("SELECT * FROM ever WHERE episode_id=?", (episode_id,)).fetchone()
+        return None if row is None else Seen(*row)
+
+    def ever_max_sequence(self, period_id: str) -> int | None:
+        """The highest sequence the period ever had on this branch, or None."""
+        row = self.conn.execute("SELECT MAX(sequence) FROM ever WHERE period_id=?", (period_id,)).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def ever_ids(self) -> set[str]:
+        """Every episode ID the branch ever had."""
+        return {r[0] for r in self.conn.execute("SELECT episode_id FROM ever").fetchall()}
+
+    def knowledge(self) -> tuple[str, list[Seen]] | None:
+        """The commit the catalog reflects and every episode the branch ever had up to it;
+        None when it cannot be read (it is derived data)."""
+        try:
+            return self.meta("head") or "", [Seen(*r) for r in self.conn.execute("SELECT * FROM ever").fetchall()]
+        except sqlite3.Error:
+            return None
+
+    def retirement(self, episode_id: str) -> Row | None:
+        """The committed tombstone of a retired episode, or None."""
+        row = self.conn.execute("SELECT * FROM retired WHERE episode_id=?", (episode_id,)).fetchone()
+        return None if row is None else Row(*row)
+
+    def remember(self, rows: list[Row], seen_in: str) -> None:
+        """Record episodes the branch's history had; the first record of an ID stays."""
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._remember(rows, seen_in)
+
+    def _remember(self, rows: list[Row], seen_in: str) -> None:
+        self.conn.executemany(
+            # the first key seen stays; a file that named no key (a migrated history file) learns it later
+            "INSERT INTO ever VALUES(?,?,?,?,?) ON CONFLICT(episode_id) DO UPDATE "
+            "SET allocation_key=excluded.allocation_key WHERE ever.allocation_key=''",
+            [(r.episode_id, r.period_id, r.sequence, r.allocation_key, seen_in) for r in rows],
+        )
 
     def state_ids(self) -> set[str]:
         """Episode IDs that have a committed ``state/<id>/episode.yaml``."""
@@ -123,10 +197,13 @@ class Catalog:
             self.conn.execute("BEGIN IMMEDIATE")
             if replace_all:
                 self.conn.execute("DELETE FROM rows")
-            self.conn.executemany("DELETE FROM rows WHERE path=?", [(p,) for p in remove])
-            self.conn.executemany(
-                "INSERT OR REPLACE INTO rows VALUES(?,?,?,?,?,?)",
-                [(r.path, r.episode_id, r.period_id, r.sequence, r.allocation_key, r.blob) for r in add],
-            )
+                self.conn.execute("DELETE FROM retired")
+            for table in ("rows", "retired"):
+                self.conn.executemany(f"DELETE FROM {table} WHERE path=?", [(p,) for p in remove])  # noqa: S608
+            for r in add:
+                table = "retired" if r.path.startswith(f"{RETIRED}/") else "rows"
+                self.conn.execute(f"INSERT OR REPLACE INTO {table} VALUES(?,?,?,?,?,?)", r)
+            # an episode once committed is never forgotten, whatever later commits do to it
+            self._remember(add, head or "")
             meta["head"] = head or ""
             self.conn.executemany("INSERT OR REPLACE INTO meta VALUES(?,?)", list(meta.items()))

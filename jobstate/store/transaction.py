@@ -35,6 +35,7 @@ from jobstate.errors import ConcurrentUpdate, DirtyState, JobstateError, RemoteU
 from jobstate.git.index import IndexLock
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
+from jobstate.store.remote_tip import check_remote_tip, record_remote_tip
 from jobstate.store.store import Store
 from jobstate.store.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
 
@@ -294,6 +295,8 @@ def commit(
                     "command brings it up to the remote",
                 )
             raise
+        if pushed and remote is not None:
+            record_remote_tip(store, remote, ref, new)
         if not moved:
             marker.unlink()
             if pushed and remote is not None:
@@ -413,8 +416,12 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
     head = git.head_commit()
     if trust_remote_tip and head is not None and store.matches_remote_tip():
         tip: str | None = head
+        check_remote_tip(store, remote, ref, head)  # a force-push made here by hand moved the tip too
     else:
         tip = git.fetch(remote, ref)
+        if tip is not None:
+            check_remote_tip(store, remote, ref, tip)  # a rewritten remote is refused, never followed
+            record_remote_tip(store, remote, ref, tip)
     if tip is None:
         if head is None:
             return

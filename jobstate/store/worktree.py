@@ -7,13 +7,24 @@ committed, and refuses anything in state/ that jobstate did not write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 
 from jobstate.atomic import TEMP_PREFIX
-from jobstate.core.layout import EPISODE_FILE, HISTORY, STATE, describes_episode, episode_path
+from jobstate.core.layout import (
+    EPISODE_FILE,
+    HISTORY,
+    STATE,
+    describes_episode,
+    episode_path,
+    is_retired_path,
+)
+from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
+from jobstate.core.tombstones import tombstone_from_yaml_dict
 from jobstate.errors import StateInvalid, UsageError
+from jobstate.git.history import branch_tips, episode_events, files_at
 from jobstate.store.catalog import Catalog, Row
 from jobstate.store.config import config_from_text
 from jobstate.store.store import Store
@@ -56,6 +67,42 @@ def _refresh(store: Store, cat: Catalog, known: str | None, head: str | None) ->
     add = rows_from_blobs(store, [(sha, path) for _mode, sha, path in entries if describes_episode(path)])
     remove = [] if changed is None else [p for p in changed if describes_episode(p)]
     cat.update(head=head, add=add, remove=remove, replace_all=replace_all)
+    _remember_history(store, cat, head, None if changed is None else known)
+
+
+def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) -> None:
+    """Record every episode the new commits ever had (all of history, and the branch's reflog,
+    when the catalog starts afresh), so that a removed episode keeps its ID and key.
+
+    Only the commits since the catalog's last tip are walked: the cost per commit stays flat.
+    """
+    root = store.git.root
+    tips = [head]
+    if not known:
+        with contextlib.suppress(UsageError):  # a detached HEAD has no branch, hence no reflog of one
+            tips += branch_tips(root, store.git.head_ref())
+    events = episode_events(root, tips, [known] if known else [])
+    seen = cat.ever_ids()
+    first_added = {}  # the oldest addition of each ID not known yet (events come newest first)
+    for event in events:
+        if event.status == "A" and event.episode_id not in seen:
+            first_added[event.episode_id] = event
+    if not first_added:
+        return
+    datas = files_at(root, [f"{e.commit}:{e.path}" for e in first_added.values()])
+    by_commit: dict[str, list[Row]] = {}
+    for eid, event in first_added.items():
+        try:
+            period, sequence = parse_episode_id(eid)
+        except UsageError:
+            continue  # a legacy week-only name: renamed by a migration, never handed out again
+        key = ""
+        data = datas.get(f"{event.commit}:{event.path}")
+        with contextlib.suppress(StateInvalid, UsageError):  # a file that cannot be read still used up its ID
+            key = episode_from_yaml_dict(loads(data or b"", event.path), event.path, eid).allocation_key
+        by_commit.setdefault(event.commit, []).append(Row(event.path, eid, period.id, sequence, key, ""))
+    for commit, rows in by_commit.items():
+        cat.remember(rows, commit)
 
 
 def rows_from_blobs(store: Store, blobs: list[tuple[str, str]]) -> list[Row]:
@@ -80,7 +127,10 @@ def rows_from_blobs(store: Store, blobs: list[tuple[str, str]]) -> list[Row]:
         name = describes_episode(path)
         assert name is not None
         data = loads(datas[path], path)
-        if path.startswith(HISTORY):
+        if is_retired_path(path):
+            stone = tombstone_from_yaml_dict(data, path, name)
+            rows.append(Row(path, stone.episode_id, stone.period_id, stone.sequence, stone.allocation_key, sha))
+        elif path.startswith(HISTORY):
             rec = history_from_yaml_dict(data, path, name)
             key = rec.allocation_key or ""  # a migrated history file names only its episode
             rows.append(Row(path, rec.episode_id, rec.period_id, rec.sequence, key, sha))

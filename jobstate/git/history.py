@@ -1,0 +1,109 @@
+"""Which episodes a branch's history ever had: additions and removals of ``state/<id>/episode.yaml``.
+
+Read-only (``GIT_OPTIONAL_LOCKS=0``). Both the allocator's catalog and ``verify`` / ``diff`` ask
+Git the same questions here, so an answer never depends on whether a cache is warm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import NamedTuple
+
+from jobstate.core.layout import EPISODE_FILE, STATE
+from jobstate.git.objects import CatFile, MissingObject
+from jobstate.git.runner import READ_ONLY_ENV, run_git
+
+EPISODE_FILES = f":(glob){STATE}/*/{EPISODE_FILE}"  # the pathspec of every episode.yaml
+
+
+class Event(NamedTuple):
+    """An episode file added (``A``) or deleted (``D``) by a commit (against one parent, for a merge)."""
+
+    commit: str
+    status: str
+    episode_id: str
+    path: str
+
+
+def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) -> list[Event]:
+    """Every addition and removal of an episode in the commits reachable from ``tips`` and not
+    from ``exclude``, newest first. Merges count against each parent (a resolution that dropped
+    a directory is a removal). This is a read-only operation."""
+    revs = [*tips, *(f"^{x}" for x in exclude)]
+    if not revs:
+        return []
+    proc = run_git(
+        cwd,
+        "log",
+        "--stdin",
+        "--topo-order",
+        "--no-renames",
+        "-m",
+        "--diff-filter=AD",
+        "--name-status",
+        "-z",
+        "--format=%x01%H",
+        "--",
+        EPISODE_FILES,
+        input=("\n".join(revs) + "\n").encode(),
+        env=READ_ONLY_ENV,
+    )
+    out: list[Event] = []
+    commit = ""
+    fields = proc.stdout.split(b"\0")
+    i = 0
+    while i < len(fields):
+        item = fields[i].strip(b"\n")
+        i += 1
+        if item.startswith(b"\x01"):
+            commit = item[1:].decode()
+            continue
+        if item in (b"A", b"D") and i < len(fields):
+            path = fields[i].decode("utf-8", "surrogateescape")
+            i += 1
+            out.append(Event(commit, item.decode(), path.split("/")[1], path))
+    return out
+
+
+def branch_tips(cwd: Path, ref: str) -> list[str]:
+    """Every commit the branch ``ref`` pointed to that its reflog remembers (a reset leaves the
+    old tip there), existing objects only. This is a read-only operation."""
+    proc = run_git(cwd, "reflog", "show", "--format=%H", ref, "--", env=READ_ONLY_ENV, check=False)
+    if proc.returncode != 0:
+        return []
+    return list(dict.fromkeys(proc.stdout.decode().split()))
+
+
+def removing_commit(cwd: Path, tip: str, episode_id: str) -> str | None:
+    """The newest commit in ``tip``'s history that removed the episode, or None. Read-only."""
+    proc = run_git(
+        cwd,
+        "log",
+        "-1",
+        "-m",
+        "--no-renames",
+        "--diff-filter=D",
+        "--format=%H",
+        tip,
+        "--",
+        f"{STATE}/{episode_id}/{EPISODE_FILE}",
+        env=READ_ONLY_ENV,
+        check=False,
+    )
+    found = proc.stdout.decode().split()
+    return found[0] if proc.returncode == 0 and found else None
+
+
+def files_at(cwd: Path, specs: list[str]) -> dict[str, bytes]:
+    """The content of ``REV:PATH`` objects that exist (others are left out). Read-only."""
+    out: dict[str, bytes] = {}
+    if not specs:
+        return out
+    with CatFile(cwd) as cat:
+        for spec in specs:
+            try:
+                out[spec] = cat.read(spec)[1]
+            except MissingObject:
+                continue
+    return out

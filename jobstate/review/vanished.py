@@ -1,0 +1,146 @@
+"""Episodes that a branch's history had and that are gone without a tombstone, for verify and diff.
+
+This is a read-only operation: ``git log`` and ``git cat-file`` with ``GIT_OPTIONAL_LOCKS=0``.
+The rule (what counts as vanished, and how it is said) is jobstate.core.tombstones'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from jobstate.core.layout import PRIVATE, RETIRED, STATE, describes_episode, is_retired_path
+from jobstate.core.records import episode_from_yaml_dict
+from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanished, vanished_text
+from jobstate.errors import StateInvalid, UsageError
+from jobstate.git.history import EPISODE_FILES as _EPISODES
+from jobstate.git.history import Event, branch_tips, episode_events, files_at, removing_commit
+from jobstate.git.snapshot import git_read
+from jobstate.store.catalog import Catalog
+from jobstate.store.yamlio import loads
+
+
+class Vanished(NamedTuple):
+    """One vanished episode, the commit that removed it (None: no commit did) and what to say."""
+
+    episode_id: str
+    removed_by: str | None
+    message: str
+
+
+def head_commit(cwd: Path) -> str | None:
+    """HEAD's commit, or None on an unborn branch. Read-only."""
+    proc = git_read(cwd, "rev-parse", "--verify", "--quiet", "HEAD^{commit}", check=False)
+    return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
+
+
+def state_names(cwd: Path, rev: str) -> set[str]:
+    """The names of state/'s directories at ``rev``. Read-only."""
+    proc = git_read(cwd, "ls-tree", "-z", "--name-only", "--full-tree", f"{rev}:{STATE}", check=False)
+    return (
+        {p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p} if proc.returncode == 0 else set()
+    )
+
+
+def index_deletions(cwd: Path) -> set[str]:
+    """Episodes HEAD has whose episode.yaml the index deletes (a staged ``git rm``). Read-only."""
+    proc = git_read(
+        cwd,
+        "diff",
+        "--cached",
+        "--no-renames",
+        "--name-only",
+        "--diff-filter=D",
+        "-z",
+        "HEAD",
+        "--",
+        _EPISODES,
+        check=False,
+    )
+    if proc.returncode != 0:
+        return set()
+    return {p.decode("utf-8", "surrogateescape").split("/")[1] for p in proc.stdout.split(b"\0") if p}
+
+
+def reflog_tips(cwd: Path) -> list[str]:
+    """The commits the current branch pointed to, as its reflog remembers (a reset leaves them). Read-only."""
+    proc = git_read(cwd, "symbolic-ref", "--quiet", "HEAD", check=False)
+    ref = proc.stdout.decode().strip()
+    return branch_tips(cwd, ref) if proc.returncode == 0 and ref else []
+
+
+def find_vanished(
+    cwd: Path,
+    tips: list[str],
+    present: Collection[str],
+    retired: Collection[str],
+    *,
+    exclude: list[str] | None = None,
+    known: Mapping[str, str | None] | None = None,
+    staged_from: Collection[str] = (),
+) -> list[Vanished]:
+    """Episodes added in the history of ``tips`` (not of ``exclude``), or ``known`` before it (ID ->
+    key), that are neither ``present`` nor ``retired``. ``staged_from``: IDs the tip commit itself
+    still has (removed in the index or work tree only). This is a read-only operation."""
+    events = episode_events(cwd, tips, exclude or [])
+    added: dict[str, Event] = {}
+    removed: dict[str, str] = {}
+    for event in events:  # newest first: the first removal is the latest, the last addition the first
+        if event.status == "A":
+            added[event.episode_id] = event
+        else:
+            removed.setdefault(event.episode_id, event.commit)
+    keys = dict(known or {})
+    gone = vanished(set(added) | set(keys), present, retired)
+    datas = files_at(cwd, [f"{added[e].commit}:{added[e].path}" for e in gone if e in added and e not in keys])
+    out = []
+    for eid in gone:
+        first = added.get(eid)
+        if eid not in keys and first is not None:
+            spec = f"{first.commit}:{first.path}"
+            try:
+                keys[eid] = episode_from_yaml_dict(loads(datas.get(spec, b""), spec), spec, eid).allocation_key
+            except (StateInvalid, UsageError):
+                keys[eid] = None  # a file that cannot be read still used up its ID
+        staged = eid in staged_from
+        # known before the walk: its removal, if any commit made it, is older than the walk
+        by = None if staged else removed.get(eid) or (removing_commit(cwd, tips[0], eid) if first is None else None)
+        seen = None if first is None else first.commit
+        out.append(Vanished(eid, by, vanished_text(eid, keys[eid] or None, by, last_seen=seen, staged=staged)))
+    return out
+
+
+def catalog_knowledge(cwd: Path) -> tuple[str, dict[str, str | None]] | None:
+    """What the derived catalog (if any) already knows the branch ever had: the commit it reflects
+    and every episode ID with its key. Opened read-only: nothing is written. Read-only."""
+    cat = Catalog.open_readonly(cwd / PRIVATE / "catalog.sqlite")
+    if cat is None:
+        return None
+    try:
+        found = cat.knowledge()
+    finally:
+        cat.close()
+    if found is None:
+        return None
+    head, seen = found
+    if not head or git_read(cwd, "cat-file", "-e", f"{head}^{{commit}}", check=False).returncode != 0:
+        return None
+    return head, {s.episode_id: s.allocation_key or None for s in seen}
+
+
+def tombstones_at(cwd: Path, rev: str) -> dict[str, Tombstone]:
+    """The readable tombstones of ``rev`` (verify reports unreadable ones). Read-only."""
+    proc = git_read(cwd, "ls-tree", "-r", "-z", "--name-only", "--full-tree", rev, "--", RETIRED, check=False)
+    paths = [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
+    paths = [p for p in paths if is_retired_path(p)]
+    datas = files_at(cwd, [f"{rev}:{p}" for p in paths])
+    out = {}
+    for path in paths:
+        name = describes_episode(path)
+        assert name is not None
+        try:
+            out[name] = tombstone_from_yaml_dict(loads(datas.get(f"{rev}:{path}", b""), path), path, name)
+        except (StateInvalid, UsageError):
+            continue
+    return out

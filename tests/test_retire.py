@@ -1,0 +1,218 @@
+"""``jobstate retire``: the episode leaves state/, a tombstone keeps its ID and key, for ever."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobstate.allocate.allocation import allocate
+from jobstate.allocate.retirement import retire
+from jobstate.core.periods import parse_period
+from jobstate.core.tombstones import new_tombstone, tombstone_from_yaml_dict
+from jobstate.errors import (
+    ALLOCATION_CONFLICT,
+    EPISODE_UNKNOWN,
+    LOCK_OR_REMOTE,
+    OK,
+    STATE_INVALID,
+    USAGE,
+    VERIFY_PROBLEMS,
+    StateInvalid,
+    UsageError,
+)
+from jobstate.paid.step import paid_step
+from jobstate.store.store import Store
+
+from .conftest import committed_files, git, run_cli, status
+from .fakegit import fake_git, run_killed
+from .snapshots import tree_state
+
+W32 = "2026-W32"
+
+
+def _alloc(repo: Path, key: str) -> tuple[int, str, str]:
+    proc = run_cli("allocate", "--key", key, "--week", W32, cwd=repo)
+    return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+
+
+def _retire(repo: Path, eid: str, by: str = "ops", reason: str = "a test run") -> tuple[int, str, str]:
+    proc = run_cli("retire", eid, "--by", by, "--reason", reason, cwd=repo)
+    return proc.returncode, proc.stdout.strip(), proc.stderr.strip()
+
+
+def test_retire_moves_the_episode_out_in_one_commit_with_a_tombstone(repo: Path) -> None:
+    _alloc(repo, "k1")
+    before = git(repo, "rev-list", "--count", "HEAD")
+    assert _retire(repo, "2026-W32-0") == (OK, "2026-W32-0 retired (history/retired/2026-W32-0.yaml)", "")
+    assert int(git(repo, "rev-list", "--count", "HEAD")) == int(before) + 1
+    assert not (repo / "state" / "2026-W32-0").exists()
+    assert git(repo, "show", "--no-renames", "--name-status", "--format=", "HEAD").split() == [
+        "A",
+        "history/retired/2026-W32-0.yaml",
+        "D",
+        "state/2026-W32-0/episode.yaml",
+    ]
+    text = (repo / "history" / "retired" / "2026-W32-0.yaml").read_text()
+    for field in ("episode_id: 2026-W32-0", "allocation_key: k1", "retired_by: ops", "reason: a test run"):
+        assert field in text
+    assert status(repo) == ""
+    assert run_cli("verify", cwd=repo).returncode == 0
+    assert run_cli("verify", "--rev", "HEAD", cwd=repo).returncode == 0
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
+def test_a_retired_id_and_key_are_never_handed_out_again(repo: Path, cold: bool) -> None:
+    _alloc(repo, "k1")
+    _alloc(repo, "k2")
+    _retire(repo, "2026-W32-1")
+    if cold:
+        (repo / ".jobstate" / "catalog.sqlite").unlink()
+    assert _alloc(repo, "k3")[1] == "2026-W32-2"
+    code, out, err = _alloc(repo, "k2")
+    assert (code, out) == (ALLOCATION_CONFLICT, "")
+    assert "2026-W32-1, retired (history/retired/2026-W32-1.yaml)" in err
+    assert _alloc(repo, "k1")[1] == "2026-W32-0"  # the others are untouched
+
+
+def test_a_second_retirement_records_nothing(repo: Path) -> None:
+    _alloc(repo, "k1")
+    _retire(repo, "2026-W32-0")
+    head = git(repo, "rev-parse", "HEAD")
+    code, _out, err = _retire(repo, "2026-W32-0", reason="again")
+    assert code == OK
+    assert "already retired" in err
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_an_episode_removed_with_git_can_be_retired_afterwards(repo: Path) -> None:
+    _alloc(repo, "k1")
+    git(repo, "rm", "-rq", "state/2026-W32-0")
+    git(repo, "commit", "-qm", "remove")
+    assert run_cli("verify", cwd=repo).returncode == VERIFY_PROBLEMS
+    assert _retire(repo, "2026-W32-0", reason="removed on purpose")[0] == OK
+    assert run_cli("verify", cwd=repo).returncode == 0
+    assert "retired" in _alloc(repo, "k1")[2]
+
+
+def test_retiring_an_unknown_episode_is_exit_5(repo: Path) -> None:
+    code, _out, err = _retire(repo, "2026-W32-4")
+    assert code == EPISODE_UNKNOWN
+    assert "never committed" in err
+
+
+@pytest.mark.parametrize(
+    ("by", "reason", "needle"),
+    [
+        ("", "why", "--by must be non-empty"),
+        ("a\nb", "why", "U+000A"),
+        ("ops", "two\nlines", "U+000A"),
+        ("ops", "bell\x07", "U+0007"),
+        ("x" * 201, "why", "at most 200"),
+        ("ops", "y" * 1001, "at most 1000"),
+    ],
+)
+def test_bad_by_or_reason_is_refused_and_nothing_is_written(repo: Path, by: str, reason: str, needle: str) -> None:
+    _alloc(repo, "k1")
+    before = tree_state(repo)
+    code, _out, err = _retire(repo, "2026-W32-0", by=by, reason=reason)
+    assert code == USAGE
+    assert needle in err
+    assert tree_state(repo) == before
+
+
+def test_a_bad_episode_id_is_exit_2(repo: Path) -> None:
+    assert _retire(repo, "../etc")[0] == USAGE
+
+
+@pytest.mark.parametrize(("accept", "needle"), [(False, "is unknown"), (True, "is accepted")])
+def test_an_open_paid_step_is_never_retired(repo: Path, accept: bool, needle: str) -> None:
+    with Store(repo, lock_timeout=5) as store:
+        eid = allocate(store, "k1", parse_period(W32)).episode_id
+        with pytest.raises(TimeoutError), paid_step(store, eid, "generate") as step:
+            if accept:
+                step.accepted("task-1")  # the vendor has it: run the step again to collect it
+            raise TimeoutError  # without accept: the intent is committed, the acceptance is not
+    before = tree_state(repo, skip=".jobstate")  # the lock file is touched; nothing else may be
+    code, _out, err = _retire(repo, eid)
+    assert code == LOCK_OR_REMOTE
+    assert f"step generate {needle}" in err
+    if not accept:
+        assert "jobstate resolve --episode 2026-W32-0 --step generate" in err
+    assert tree_state(repo, skip=".jobstate") == before
+
+
+def test_a_closed_step_does_not_block_retirement(repo: Path) -> None:
+    with Store(repo, lock_timeout=5) as store:
+        eid = allocate(store, "k1", parse_period(W32)).episode_id
+        with pytest.raises(RuntimeError), paid_step(store, eid, "generate") as step:
+            step.not_submitted("vendor said 503")
+            raise RuntimeError
+        stone = retire(store, eid, by="ops", reason="gave up")
+    assert stone.allocation_key == "k1"
+    assert run_cli("verify", cwd=repo).returncode == 0
+
+
+def test_the_tombstone_reader_is_strict() -> None:
+    good = new_tombstone("2026-W32-0", "k1", "ops", "why", "2026-08-07T10:00:00Z").to_yaml_dict()
+    assert tombstone_from_yaml_dict(good, "t", "2026-W32-0").allocation_key == "k1"
+    for bad, needle in [
+        ({**good, "extra": 1}, "unknown tombstone field"),
+        ({**good, "schema": 2}, "unknown schema"),
+        ({**good, "sequence": 3}, "must match"),
+        ({**good, "reason": "a\nb"}, "U\\+000A"),
+        ({**good, "retired_at": 5}, "retired_at"),
+        ({k: v for k, v in good.items() if k != "allocation_key"}, "allocation key"),
+    ]:
+        with pytest.raises(StateInvalid, match=needle):
+            tombstone_from_yaml_dict(bad, "t", "2026-W32-0")
+    with pytest.raises(StateInvalid, match="does not match its name"):
+        tombstone_from_yaml_dict(good, "t", "2026-W32-1")
+    with pytest.raises(UsageError):
+        new_tombstone("2026-W32-0", "k1", "", "why", "2026-08-07T10:00:00Z")
+
+
+def test_verify_flags_a_tombstone_beside_its_episode_and_a_malformed_one(repo: Path) -> None:
+    _alloc(repo, "k1")
+    _alloc(repo, "k2")
+    _retire(repo, "2026-W32-1")
+    git(repo, "checkout", "HEAD~1", "--", "state/2026-W32-1")  # brought back by hand
+    git(repo, "commit", "-qm", "bring it back")
+    out = run_cli("verify", "--rev", "HEAD", cwd=repo).stdout
+    assert "episode 2026-W32-1 is retired but still in state/ or history/" in out
+    assert "allocation key 'k2' belongs to retired episode 2026-W32-1" in out
+    (repo / "history" / "retired" / "2026-W32-0.yaml").write_text("schema: 1\nepisode_id: [\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "broken tombstone")
+    assert run_cli("verify", "--rev", "HEAD", cwd=repo).returncode == STATE_INVALID
+
+
+def test_diff_shows_a_retirement_with_who_and_why(repo: Path) -> None:
+    _alloc(repo, "k1")
+    _retire(repo, "2026-W32-0", by="ops", reason="a test run")
+    out = run_cli("diff", "HEAD~1", "HEAD", cwd=repo).stdout
+    assert "Episodes retired" in out
+    assert "ops" in out
+    assert "a test run" in out
+    assert "episode deleted" not in out
+    # jobstate retire writes it: a row of the review, never an alarm that fails the check
+    assert run_cli("diff", "HEAD~1", "HEAD", "--strict", cwd=repo).returncode == 0
+
+
+@pytest.mark.parametrize("kill_on", ["update-ref", "update-index"])
+def test_a_retire_killed_at_its_commit_is_finished_or_undone_by_the_next_command(
+    repo: Path, tmp_path: Path, kill_on: str
+) -> None:
+    _alloc(repo, "k1")
+    run_killed(repo, fake_git(tmp_path, kill_on), "retire", "2026-W32-0", "--by", "ops", "--reason", "gone")
+    landed = "history/retired/2026-W32-0.yaml" in committed_files(repo)
+    assert landed == (kill_on == "update-index")
+    # the next command, whatever it is, repairs first: a kill before the commit is undone, after it finished
+    assert _alloc(repo, "k2")[1] == "2026-W32-1"
+    assert status(repo) == ""
+    assert (repo / "state" / "2026-W32-0" / "episode.yaml").is_file() != landed
+    code, _out, err = _retire(repo, "2026-W32-0", reason="gone")
+    assert code == OK, err
+    assert ("already retired" in err) == landed
+    assert _alloc(repo, "k1")[0] == ALLOCATION_CONFLICT
+    assert run_cli("verify", cwd=repo).returncode == 0
