@@ -292,10 +292,15 @@ def test_a_key_moved_across_two_changes_is_an_alarm(pipeline: Path) -> None:
     # one change renames 2026-W34-0's key, the next gives the old key to a new episode
     _replace(pipeline, f"{E34}/episode.yaml", "scheduled-run:2026-08-21", "renamed")
     git(pipeline, "commit", "-qam", "rename")
-    git(pipeline, "tag", "middle")
-    with Store(pipeline, now=lambda: FIXED, lock_timeout=5) as store:
-        assert allocate(store, "scheduled-run:2026-08-21", W34).episode_id == "2026-W34-2"
+    new = pipeline / "state/2026-W34-2"
+    new.mkdir()
+    text = (pipeline / f"{E34}/episode.yaml").read_text().replace("renamed", "scheduled-run:2026-08-21")
+    (new / "episode.yaml").write_text(text.replace("2026-W34-0", "2026-W34-2").replace("sequence: 0", "sequence: 2"))
+    git(pipeline, "add", "-A")
+    git(pipeline, "commit", "-qm", "a new episode with the old key")
     assert "key moved" in [a["kind"] for a in _alarms(pipeline)]
+    with Store(pipeline, now=lambda: FIXED, lock_timeout=5) as store, pytest.raises(JobstateError):
+        allocate(store, "renamed", W34)  # and jobstate itself never hands a moved key a new episode
 
 
 # edits the model allows, with the rule that allows them

@@ -216,7 +216,12 @@ def _settings_rows(base: StateView, new: StateView) -> list[dict[str, Any]]:
                     "new": cur.limits.get(currency),
                 }
             )
-    return rows or [{"setting": "jobstate.yaml", "old": "-", "new": "changed (not its period or budget)"}]
+    if rows:
+        return rows
+    what = (
+        "added" if not base.config_text else "removed" if not new.config_text else "changed (not its period or budget)"
+    )
+    return [{"setting": "jobstate.yaml", "old": "-", "new": what}]
 
 
 # the worst first; every kind the model raises is here
