@@ -21,7 +21,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobstate.errors import GitError, GitLockHeld, NotInitialized, RemoteUnavailable, UsageError
+from jobstate.errors import GitError, GitLockHeld, NotInitialized, RemoteOutcomeUnknown, RemoteUnavailable, UsageError
+from jobstate.git import network
 from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
@@ -34,6 +35,22 @@ if TYPE_CHECKING:
 _Reader = Callable[[str], tuple[bytes, bytes]]
 _LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
 _STORE_TREES_OVER = 64 << 10  # trees larger than this are stored uncompressed (see write_object)
+_TIMEOUT_HINT = "check that the remote answers, or raise remote_timeout in jobstate.yaml (see docs/git-setups.md)"
+# the server's compare-and-swap failed: another host moved the branch between our lease check and its update
+_LOST_RACE = ("cannot lock ref", "failed to update ref", "stale info", "fetch first", "non-fast-forward")
+_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", re.IGNORECASE)
+
+
+def _config_key(key: str) -> str:
+    """A configuration key as git compares it: section and variable in lower case, the subsection kept."""
+    section, _, rest = key.partition(".")
+    subsection, _, variable = rest.rpartition(".")
+    return f"{section.lower()}.{subsection}.{variable.lower()}"
+
+
+def _without_credentials(url: str) -> str:
+    """A remote URL fit for a message: user and password (a token) removed."""
+    return _USERINFO.sub(r"\1", url)
 
 
 def find_root(start: Path) -> Path:
@@ -72,7 +89,7 @@ class GitRepo:
         self._trees: dict[str, Tree] = {}
         self._extensions: dict[str, str] | None = None
         self._signs: bool | None = None
-        self._remotes: set[str] = set()
+        self._net: dict[str, str] | None = None
 
     # ------------------------------------------------------------------- format
     @property
@@ -362,43 +379,106 @@ class GitRepo:
         spawn_detached_git(self.root, "gc", "--auto", "--quiet")
 
     # ------------------------------------------------------------------ remotes
-    def _remote_run(self, remote: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-        if remote not in self._remotes and self.run("remote", "get-url", remote, check=False).returncode != 0:
+    def _remote_config(self, remote: str) -> tuple[str, str | None]:
+        """(the remote's URL, credentials removed; the ssh command for its children), read once."""
+        if self._net is None:
+            # one git process: the remotes and the ssh settings, as git resolves the configuration
+            proc = self.run("config", "-z", "--list", check=False)
+            self._net = {}
+            for item in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+                key, _, value = item.partition("\n")
+                self._net.setdefault(key.lower() if key.count(".") < 2 else _config_key(key), value)
+        url = self._net.get(f"remote.{remote}.url")
+        if url is None:
             raise UsageError(f"no git remote named {remote!r} in {self.root}: add it with git remote add {remote} URL")
-        self._remotes.add(remote)  # checked once per process: each check is a git process
-        return self.run(*args, check=False)
+        return _without_credentials(url), self._net.get("core.sshcommand")
 
-    def fetch(self, remote: str, ref: str) -> str | None:
-        """Fetch ``ref`` from ``remote``; its tip, or None when the remote has no such branch."""
+    def _remote_child(
+        self, remote: str, *args: str, timeout: float, push_ref: str | None = None
+    ) -> tuple[network.Outcome, str]:
+        url, configured = self._remote_config(remote)
+        ssh = network.ssh_command(configured, self._net.get("ssh.variant") if self._net else None, timeout)
+        env = network.network_env(timeout, ssh)
+        started = time.time()
+        outcome = network.run_bounded(self.root, *args, deadline=timeout, env=env, trace_push_ref=push_ref)
+        if outcome.timed_out:
+            self._remove_killed_tracking_locks(remote, started)
+        return outcome, f"{remote} ({network.inert(url)})"
+
+    def _remove_killed_tracking_locks(self, remote: str, since: float) -> None:
+        """Remove the remote-tracking ref locks that the git child we just ended left (made after it started)."""
+        if self.reftable:
+            return
+        for lock in (self.common_dir / "refs" / "remotes" / remote).glob("**/*.lock"):
+            with suppress(OSError):
+                if lock.stat().st_mtime >= since - 1:
+                    lock.unlink()
+
+    def fetch(self, remote: str, ref: str, *, timeout: float) -> str | None:
+        """Fetch ``ref`` from ``remote`` within ``timeout`` seconds; its tip, or None when the remote
+        has no such branch."""
         branch = ref.removeprefix("refs/heads/")
         tracking = f"refs/remotes/{remote}/{branch}"
-        proc = self._remote_run(remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}")
-        if proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace")
-            if "couldn't find remote ref" in err:
+        outcome, where = self._remote_child(
+            remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}", timeout=timeout
+        )
+        if outcome.timed_out:
+            raise RemoteUnavailable(
+                f"fetch of {branch} from {where} timed out after {timeout:g} s; nothing was changed: {_TIMEOUT_HINT}"
+            )
+        if outcome.returncode != 0:
+            if "couldn't find remote ref" in outcome.stderr:
                 return None
             raise RemoteUnavailable(
-                f"cannot fetch {branch} from {remote}: {first_error_line(err)}; nothing was changed"
+                f"cannot fetch {branch} from {where}: {network.failure_line(outcome.stderr)}"
+                f"{network.remote_reasons(outcome.stderr)}; nothing was changed"
             )
         return self.resolve_ref(tracking)
 
-    def push(self, remote: str, commit: str, ref: str, expect: str | None = None) -> bool:
-        """Push ``commit`` as ``ref`` on ``remote``; False when rejected as not a fast-forward.
+    def push(self, remote: str, commit: str, ref: str, expect: str | None = None, *, timeout: float) -> bool:
+        """Push ``commit`` as ``ref`` on ``remote`` within ``timeout`` seconds; False when rejected as
+        not a fast-forward.
 
         With ``expect`` (``commit``'s parent), the push is a compare-and-swap: the
         remote takes it only while its ``ref`` is exactly ``expect``, so the update
         is always a fast-forward and a remote that went backwards is noticed too.
+        A push whose update left for the server but whose answer never came (a lost
+        connection, the deadline) is RemoteOutcomeUnknown: it may have landed.
         """
         lease = [f"--force-with-lease={ref}:{expect}"] if expect else []
-        proc = self._remote_run(remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}")
-        if proc.returncode == 0:
+        outcome, where = self._remote_child(
+            remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}", timeout=timeout, push_ref=ref
+        )
+        if outcome.returncode == 0 and not outcome.timed_out:
             return True
-        out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-        # another host moved the branch first: decide again on the new tip
-        lost = ("[rejected]", "non-fast-forward", "fetch first", "cannot lock ref", "failed to update ref")
-        if any(marker in out for marker in lost):
+        status = next((line for line in outcome.stdout.splitlines() if f":{ref}\t" in line), "")
+        # another host moved the branch first (locally known, or the server's compare-and-swap): decide again
+        if "[rejected]" in status or any(marker in status for marker in _LOST_RACE):
             return False
-        raise RemoteUnavailable(f"cannot push to {remote}: {first_error_line(out)}; nothing was changed")
+        unknown = (
+            f"outcome unknown: the change may be on the remote; run the same command again to find out "
+            f"(the push of {commit[:12]} to {where}"
+        )
+        if outcome.timed_out:
+            if outcome.sent:
+                raise RemoteOutcomeUnknown(f"{unknown} was sent, then timed out after {timeout:g} s)")
+            raise RemoteUnavailable(
+                f"push to {where} timed out after {timeout:g} s before the change was sent; nothing was changed: "
+                f"{_TIMEOUT_HINT}"
+            )
+        if status and "[remote failure]" not in status:
+            raise RemoteUnavailable(
+                f"{where} refused the push of {commit[:12]}: {network.inert(status.split(chr(9))[-1])}"
+                f"{network.remote_reasons(outcome.stderr)}; nothing was changed"
+            )
+        if outcome.sent and not network.never_connected(outcome.stderr):
+            raise RemoteOutcomeUnknown(
+                f"{unknown} was sent, but its answer was lost: {network.failure_line(outcome.stderr)})"
+            )
+        raise RemoteUnavailable(
+            f"cannot push to {where}: {network.failure_line(outcome.stderr)}"
+            f"{network.remote_reasons(outcome.stderr)}; nothing was changed"
+        )
 
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:

@@ -31,11 +31,11 @@ from typing import Generic, TypeVar
 
 from jobstate.atomic import atomic_write
 from jobstate.core.layout import STATE, describes_episode
-from jobstate.errors import ConcurrentUpdate, JobstateError, RemoteUnavailable, UsageError
+from jobstate.errors import ConcurrentUpdate, JobstateError, RemoteOutcomeUnknown, RemoteUnavailable, UsageError
 from jobstate.git.index import IndexLock
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
-from jobstate.store.store import Store
+from jobstate.store.store import REMOTE_UNSURE, Store
 from jobstate.store.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
 
 T = TypeVar("T")
@@ -281,12 +281,15 @@ def commit(
         _write_json(marker, asdict(pending))
         pushed = False
         try:
-            pushed = remote is None or git.push(remote, new, ref, expect=parent)
+            pushed = remote is None or git.push(remote, new, ref, expect=parent, timeout=store.remote_timeout)
             moved = pushed and git.update_ref(
                 ref, new, parent, "jobstate: " + message.splitlines()[0], wait=store.lock_timeout
             )
         except BaseException as exc:
             marker.unlink()
+            if isinstance(exc, RemoteOutcomeUnknown):
+                # the next command must fetch before it trusts what this clone last saw of the remote
+                (store.private / REMOTE_UNSURE).touch()
             if remote is not None and pushed and isinstance(exc, JobstateError):
                 # the change landed where it counts: saying "nothing changed" would invite a second one
                 exc.args = (
@@ -400,7 +403,8 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
     if trust_remote_tip and head is not None and store.matches_remote_tip():
         tip: str | None = head
     else:
-        tip = git.fetch(remote, ref)
+        tip = git.fetch(remote, ref, timeout=store.remote_timeout)
+        (store.private / REMOTE_UNSURE).unlink(missing_ok=True)  # the fetch settled a lost answer
     if tip is None:
         if head is None:
             return
