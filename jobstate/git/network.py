@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -93,11 +92,12 @@ def remote_reasons(stderr: str, limit: int = 5) -> str:
 def failure_line(stderr: str) -> str:
     """git's own line for what went wrong (never a ``remote:`` line), escaped, with a hint when a
     credential was missing."""
-    own = "\n".join(line for line in stderr.splitlines() if not line.startswith("remote:"))
-    line = inert(first_error_line(own))
-    if any(marker in stderr for marker in _NO_CREDENTIALS):
-        line += f"; {CREDENTIALS_HINT}"
-    return line
+    own = [line.strip() for line in stderr.splitlines() if not line.startswith("remote:")]
+    # ssh says why on a line of its own ("git@host: Permission denied (publickey)"), before git's fatal
+    refused = next((line for line in own if any(marker in line for marker in _NO_CREDENTIALS)), None)
+    if refused is not None:
+        return f"{inert(refused)}; {CREDENTIALS_HINT}"
+    return inert(first_error_line("\n".join(own)))
 
 
 def never_connected(stderr: str) -> bool:
@@ -115,6 +115,8 @@ def ssh_command(configured: str | None, variant: str | None, deadline: float) ->
     first value it is given for an option, so options already in the user's command win over ours,
     and ours win over ``~/.ssh/config``.
     """
+    import shlex  # noqa: PLC0415 - start-up: only a command that talks to a remote needs it
+
     base = os.environ.get("GIT_SSH_COMMAND") or configured
     if not base:
         program = os.environ.get("GIT_SSH")
