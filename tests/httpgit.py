@@ -119,9 +119,34 @@ class _GitServer(ThreadingHTTPServer):
         self.credentials = credentials
 
 
+class ServerProcess:
+    """A server run as a child process, which a test can freeze and kill."""
+
+    proc: subprocess.Popen[bytes] | None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crashed server (stopped or not), and reap it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """SIGSTOP the server for the block: the kernel still accepts connections, and nothing is said."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            with suppress(ProcessLookupError):
+                self.proc.send_signal(signal.SIGCONT)
+
+
 @dataclass
-class HttpGit:
-    """A running server: its process, port, base URL (no credentials in it) and credentials."""
+class HttpGit(ServerProcess):
+    """A running server: its process, port, base URL (no credentials in it) and credentials; ``kill``
+    it and ``start`` brings it back on the same port."""
 
     root: Path
     user: str = "ci"
@@ -152,24 +177,6 @@ class HttpGit:
                 raise RuntimeError("the HTTP git server did not start")
             time.sleep(0.02)
         self.port = int(portfile.read_text())
-
-    def kill(self) -> None:
-        """SIGKILL, as a crashed server; ``start`` brings it back on the same port."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
-
-    @contextmanager
-    def frozen(self) -> Iterator[None]:
-        """SIGSTOP the server: it still accepts connections (the kernel does) but never answers."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            with suppress(ProcessLookupError):
-                self.proc.send_signal(signal.SIGCONT)
 
 
 def _serve(root: str, portfile: str, user: str, password: str, port: str = "0") -> None:

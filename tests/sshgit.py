@@ -7,17 +7,16 @@ or when sshd cannot start here, the tests that use it are skipped with the reaso
 from __future__ import annotations
 
 import getpass
-import os
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .httpgit import ServerProcess
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
@@ -36,7 +35,7 @@ def _free_port() -> int:
 
 
 @dataclass
-class SshGit:
+class SshGit(ServerProcess):
     """A running sshd, and the client side: a key, a known_hosts file, the ssh command that uses them."""
 
     root: Path
@@ -89,20 +88,3 @@ class SshGit:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"sshd did not start: {(self.root / 'sshd.log').read_text()[-500:]}") from None
                 time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.kill()
-            self.proc.wait()
-
-    @contextmanager
-    def frozen(self) -> Iterator[None]:
-        """SIGSTOP sshd: connections are accepted by the kernel, and then nothing is said."""
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            with suppress(ProcessLookupError):
-                os.kill(self.proc.pid, signal.SIGCONT)

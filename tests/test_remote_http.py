@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from .conftest import git, run_cli, status
-from .httpgit import HttpGit
-from .procs import parse_json_lines, run_together
-from .test_transaction_remote import _check_remote, make_hosts
+from .httpgit import HttpGit, ServerProcess
+from .test_transaction_remote import _check_remote, allocate_together, make_hosts
 
 WEEK = "2026-W32"
 UNKNOWN = "outcome unknown: the change may be on the remote; run the same command again to find out"
@@ -35,13 +34,18 @@ def server(tmp_path: Path) -> Iterator[HttpGit]:
         srv.kill()
 
 
-def http_hosts(tmp_path: Path, server: HttpGit, hosts: int) -> tuple[Path, list[Path]]:
-    """``hosts`` clones whose origin is the HTTP server, logged in with http.extraHeader (as in CI)."""
+def hosts_through(tmp_path: Path, hosts: int, url: str, login: tuple[str, str]) -> tuple[Path, list[Path]]:
+    """``hosts`` clones of the bare remote tmp_path/remote.git, reached at ``url``, logged in by one git setting."""
     bare, clones = make_hosts(tmp_path, hosts)
     for clone in clones:
-        git(clone, "remote", "set-url", "origin", f"{server.url}/remote.git")
-        git(clone, "config", "http.extraHeader", server.auth_header())
+        git(clone, "remote", "set-url", "origin", url)
+        git(clone, "config", *login)
     return bare, clones
+
+
+def http_hosts(tmp_path: Path, server: HttpGit, hosts: int) -> tuple[Path, list[Path]]:
+    """Clones whose origin is the HTTP server, logged in with http.extraHeader (as in CI)."""
+    return hosts_through(tmp_path, hosts, f"{server.url}/remote.git", ("http.extraHeader", server.auth_header()))
 
 
 def allocate(clone: Path, key: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -60,8 +64,9 @@ def on_remote(bare: Path) -> list[str]:
     return sorted(p for p in git(bare, "ls-tree", "-r", "--name-only", "main", "state").split() if "episode" in p)
 
 
-def test_hosts_allocate_through_http_with_basic_auth(tmp_path: Path, server: HttpGit) -> None:
-    bare, (one, two) = http_hosts(tmp_path, server, 2)
+def hosts_take_turns(bare: Path, clones: list[Path]) -> None:
+    """Two hosts allocate a key each, and a retry on the other host finds the first one's episode."""
+    one, two = clones
     first = allocate(one, "a")
     assert first.returncode == 0, first.stderr
     second = allocate(two, "b")
@@ -69,6 +74,10 @@ def test_hosts_allocate_through_http_with_basic_auth(tmp_path: Path, server: Htt
     assert (first.stdout.strip(), second.stdout.strip()) == (f"{WEEK}-0", f"{WEEK}-1")
     assert allocate(two, "a").stdout.strip() == f"{WEEK}-0"  # a retry on the other host finds its episode
     _check_remote(bare, {"a", "b"}, WEEK)
+
+
+def test_hosts_allocate_through_http_with_basic_auth(tmp_path: Path, server: HttpGit) -> None:
+    hosts_take_turns(*http_hosts(tmp_path, server, 2))
 
 
 def test_wrong_credentials_fail_at_once_with_a_hint(tmp_path: Path, server: HttpGit) -> None:
@@ -103,17 +112,24 @@ def test_an_askpass_that_never_answers_cannot_hang_it(tmp_path: Path, server: Ht
     assert_nothing_left(clone)
 
 
-@pytest.mark.parametrize("first_call", ["push", "fetch"])
-def test_a_frozen_server_is_exit_3_within_the_deadline(tmp_path: Path, server: HttpGit, first_call: str) -> None:
-    bare, (clone,) = http_hosts(tmp_path, server, 1)
-    if first_call == "fetch":  # the clone's view of the remote is stale: it fetches before deciding
-        git(clone, "update-ref", "refs/remotes/origin/main", "HEAD~1")
+def allocate_while_frozen(server: ServerProcess, clone: Path) -> subprocess.CompletedProcess[str]:
+    """An allocation with a 2 s deadline against a frozen server: it returns, with exit 3, and leaves nothing."""
     with server.frozen():
         started = time.monotonic()
         proc = allocate(clone, "k", "--lock-timeout", "2")
         took = time.monotonic() - started
     assert proc.returncode == 3, proc.stderr
-    assert took < 2 + 20, took
+    assert took < 2 + 20, took  # generous: the point is that it returns at all
+    assert_nothing_left(clone)
+    return proc
+
+
+@pytest.mark.parametrize("first_call", ["push", "fetch"])
+def test_a_frozen_server_is_exit_3_within_the_deadline(tmp_path: Path, server: HttpGit, first_call: str) -> None:
+    bare, (clone,) = http_hosts(tmp_path, server, 1)
+    if first_call == "fetch":  # the clone's view of the remote is stale: it fetches before deciding
+        git(clone, "update-ref", "refs/remotes/origin/main", "HEAD~1")
+    proc = allocate_while_frozen(server, clone)
     assert "timed out after 2 s" in proc.stderr
     assert f"origin ({server.url}/remote.git)" in proc.stderr
     assert ("push to" if first_call == "push" else "fetch of main from") in proc.stderr
@@ -197,19 +213,8 @@ def test_a_push_sent_to_a_server_that_answers_too_late_is_outcome_unknown(tmp_pa
 @pytest.mark.slow
 def test_parallel_hosts_over_http_are_gap_free(tmp_path: Path, server: HttpGit) -> None:
     bare, clones = http_hosts(tmp_path, server, 4)
-    cwds, args, keys = [], [], []
-    for h, clone in enumerate(clones):
-        for p in range(3):
-            key = f"run:{(h * 3 + p) % 8}"  # 8 keys over 12 processes: new and repeated, across hosts
-            keys.append(key)
-            cwds.append(clone)
-            args.append(["allocate", "--key", key, "--week", WEEK, "--json"])
-    answers = parse_json_lines(run_together(cwds, args, tmp_path / "gate", timeout=300))
-    by_key: dict[object, set[object]] = {}
-    for a in answers:
-        by_key.setdefault(a["allocation_key"], set()).add(a["episode_id"])
-    assert all(len(ids) == 1 for ids in by_key.values()), by_key
-    _check_remote(bare, set(keys), WEEK)
+    keys, _by_key = allocate_together(tmp_path, clones, 3, 8)  # 8 keys over 12 processes
+    _check_remote(bare, keys, WEEK)
 
 
 def _allocate_until_answered(clone: Path, keys: list[str], answers: dict[str, set[str]], lock: threading.Lock) -> None:

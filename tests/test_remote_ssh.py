@@ -9,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import git, run_cli
+from .conftest import git
 from .sshgit import SshGit, sshd_missing
-from .test_remote_http import WEEK, assert_nothing_left
-from .test_transaction_remote import _check_remote, make_hosts
+from .test_remote_http import (
+    WEEK,
+    allocate,
+    allocate_while_frozen,
+    assert_nothing_left,
+    hosts_take_turns,
+    hosts_through,
+)
 
 pytestmark = pytest.mark.skipif(sshd_missing() is not None, reason=sshd_missing() or "")
 
@@ -23,35 +29,19 @@ def sshd(tmp_path: Path) -> Iterator[SshGit]:
     try:
         server.start()
     except RuntimeError as exc:
+        server.kill()
         pytest.skip(f"sshd cannot run here: {exc}")
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield server
+    server.kill()
 
 
 def ssh_hosts(tmp_path: Path, sshd: SshGit, hosts: int) -> tuple[Path, list[Path]]:
     """Clones whose origin is the ssh URL of the bare remote, each with the client key in core.sshCommand."""
-    bare, clones = make_hosts(tmp_path, hosts)
-    for clone in clones:
-        git(clone, "remote", "set-url", "origin", sshd.url(bare))
-        git(clone, "config", "core.sshCommand", sshd.ssh_command())
-    return bare, clones
-
-
-def allocate(clone: Path, key: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return run_cli("allocate", "--key", key, "--week", WEEK, *extra, cwd=clone, env=env, process=True)
+    return hosts_through(tmp_path, hosts, sshd.url(tmp_path / "remote.git"), ("core.sshCommand", sshd.ssh_command()))
 
 
 def test_hosts_allocate_over_ssh_with_a_key(tmp_path: Path, sshd: SshGit) -> None:
-    bare, (one, two) = ssh_hosts(tmp_path, sshd, 2)
-    first = allocate(one, "a")
-    assert first.returncode == 0, first.stderr
-    second = allocate(two, "b")
-    assert second.returncode == 0, second.stderr
-    assert (first.stdout.strip(), second.stdout.strip()) == (f"{WEEK}-0", f"{WEEK}-1")
-    assert allocate(two, "a").stdout.strip() == f"{WEEK}-0"
-    _check_remote(bare, {"a", "b"}, WEEK)
+    hosts_take_turns(*ssh_hosts(tmp_path, sshd, 2))
 
 
 def test_a_key_with_a_passphrase_and_a_hanging_askpass_fails_at_once(tmp_path: Path, sshd: SshGit) -> None:
@@ -76,14 +66,8 @@ def test_a_key_with_a_passphrase_and_a_hanging_askpass_fails_at_once(tmp_path: P
 
 def test_a_frozen_sshd_is_exit_3_within_the_deadline(tmp_path: Path, sshd: SshGit) -> None:
     bare, (clone,) = ssh_hosts(tmp_path, sshd, 1)
-    with sshd.frozen():
-        started = time.monotonic()
-        proc = allocate(clone, "k", "--lock-timeout", "2")
-        took = time.monotonic() - started
-    assert proc.returncode == 3, proc.stderr
-    assert took < 2 + 20, took
+    proc = allocate_while_frozen(sshd, clone)
     assert "origin (ssh://127.0.0.1:" in proc.stderr  # the user name is not repeated in messages
-    assert_nothing_left(clone)
     again = allocate(clone, "k")
     assert again.returncode == 0, again.stderr
     assert git(bare, "ls-tree", "-r", "--name-only", "main", f"state/{WEEK}-0")
