@@ -27,7 +27,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from jobstate.errors import UsageError
+from jobstate.errors import RemoteOutcomeUnknown, RemoteUnavailable, UsageError
 from jobstate.git.runner import first_error_line, git_env
 
 if TYPE_CHECKING:
@@ -58,6 +58,11 @@ _NO_CREDENTIALS = (
     "returned error: 401",
     "returned error: 403",
 )
+_TIMEOUT_HINT = "check that the remote answers, or raise remote_timeout in jobstate.yaml (see docs/git-setups.md)"
+# the server's compare-and-swap failed: another host moved the branch between our lease check and its update
+_LOST_RACE = ("cannot lock ref", "failed to update ref", "stale info", "fetch first", "non-fast-forward")
+_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", re.IGNORECASE)
+UNKNOWN = "outcome unknown: the change may be on the remote; run the same command again to find out"
 CREDENTIALS_HINT = (
     "jobstate never prompts: give credentials through a non-interactive credential helper, "
     "http.extraHeader, or an ssh key or agent (see docs/git-setups.md)"
@@ -72,6 +77,7 @@ class Outcome(NamedTuple):
     stderr: str
     timed_out: bool
     sent: bool  # a push's update command left for the server (traced); False for other commands
+    timeout: float  # the deadline it ran under
 
 
 def inert(text: str) -> str:
@@ -218,4 +224,57 @@ def run_bounded(
             r"packet: +[\w-]*> [0-9a-f]{40,64} [0-9a-f]{40,64} " + re.escape(trace_push_ref) + r"(\\0|\s|$)"
         )
         sent = any(update.search(line) for line in trace)
-    return Outcome(proc.returncode, out.decode("utf-8", "replace"), stderr, timed_out, sent)
+    return Outcome(proc.returncode, out.decode("utf-8", "replace"), stderr, timed_out, sent, deadline)
+
+
+def without_credentials(url: str) -> str:
+    """A remote URL fit for a message: user and password (a token) removed."""
+    return _USERINFO.sub(r"\1", url)
+
+
+def fetch_failed(outcome: Outcome, where: str, branch: str) -> bool:
+    """Read a fetch that did not succeed: True when the remote has no such branch; otherwise
+    RemoteUnavailable (exit 3: a fetch changes nothing that counts)."""
+    if outcome.timed_out:
+        raise RemoteUnavailable(
+            f"fetch of {branch} from {where} timed out after {outcome.timeout:g} s; nothing was changed: "
+            f"{_TIMEOUT_HINT}"
+        )
+    if outcome.returncode == 0:
+        return False
+    if "couldn't find remote ref" in outcome.stderr:
+        return True
+    raise RemoteUnavailable(
+        f"cannot fetch {branch} from {where}: {failure_line(outcome.stderr)}{remote_reasons(outcome.stderr)}; "
+        "nothing was changed"
+    )
+
+
+def push_landed(outcome: Outcome, where: str, commit: str, ref: str) -> bool:
+    """Read a push (``git push --porcelain``): True when it landed, False when another host moved the
+    branch first (decide again); a refusal or a push that never left is RemoteUnavailable (exit 3,
+    the server's reason quoted); one that left but whose answer was lost is RemoteOutcomeUnknown."""
+    if outcome.returncode == 0 and not outcome.timed_out:
+        return True
+    status = next((line for line in outcome.stdout.splitlines() if f":{ref}\t" in line), "")
+    # another host moved the branch first (locally known, or the server's compare-and-swap): decide again
+    if "[rejected]" in status or any(marker in status for marker in _LOST_RACE):
+        return False
+    unknown = f"{UNKNOWN} (the push of {commit[:12]} to {where} was sent"
+    if outcome.timed_out:
+        if outcome.sent:
+            raise RemoteOutcomeUnknown(f"{unknown}, then timed out after {outcome.timeout:g} s)")
+        raise RemoteUnavailable(
+            f"push to {where} timed out after {outcome.timeout:g} s before the change was sent; nothing was changed: "
+            f"{_TIMEOUT_HINT}"
+        )
+    if status and "[remote failure]" not in status:
+        raise RemoteUnavailable(
+            f"{where} refused the push of {commit[:12]}: {inert(status.split(chr(9))[-1])}"
+            f"{remote_reasons(outcome.stderr)}; nothing was changed"
+        )
+    if outcome.sent and not never_connected(outcome.stderr):
+        raise RemoteOutcomeUnknown(f"{unknown}, but its answer was lost: {failure_line(outcome.stderr)})")
+    raise RemoteUnavailable(
+        f"cannot push to {where}: {failure_line(outcome.stderr)}{remote_reasons(outcome.stderr)}; nothing was changed"
+    )

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobstate.errors import GitError, GitLockHeld, NotInitialized, RemoteOutcomeUnknown, RemoteUnavailable, UsageError
+from jobstate.errors import GitError, GitLockHeld, NotInitialized, UsageError
 from jobstate.git import network
 from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
@@ -35,10 +35,6 @@ if TYPE_CHECKING:
 _Reader = Callable[[str], tuple[bytes, bytes]]
 _LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
 _STORE_TREES_OVER = 64 << 10  # trees larger than this are stored uncompressed (see write_object)
-_TIMEOUT_HINT = "check that the remote answers, or raise remote_timeout in jobstate.yaml (see docs/git-setups.md)"
-# the server's compare-and-swap failed: another host moved the branch between our lease check and its update
-_LOST_RACE = ("cannot lock ref", "failed to update ref", "stale info", "fetch first", "non-fast-forward")
-_USERINFO = re.compile(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", re.IGNORECASE)
 
 
 def _config_key(key: str) -> str:
@@ -46,11 +42,6 @@ def _config_key(key: str) -> str:
     section, _, rest = key.partition(".")
     subsection, _, variable = rest.rpartition(".")
     return f"{section.lower()}.{subsection}.{variable.lower()}"
-
-
-def _without_credentials(url: str) -> str:
-    """A remote URL fit for a message: user and password (a token) removed."""
-    return _USERINFO.sub(r"\1", url)
 
 
 def find_root(start: Path) -> Path:
@@ -391,7 +382,7 @@ class GitRepo:
         url = self._net.get(f"remote.{remote}.url")
         if url is None:
             raise UsageError(f"no git remote named {remote!r} in {self.root}: add it with git remote add {remote} URL")
-        return _without_credentials(url), self._net.get("core.sshcommand")
+        return network.without_credentials(url), self._net.get("core.sshcommand")
 
     def _remote_child(
         self, remote: str, *args: str, timeout: float, push_ref: str | None = None
@@ -422,17 +413,8 @@ class GitRepo:
         outcome, where = self._remote_child(
             remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}", timeout=timeout
         )
-        if outcome.timed_out:
-            raise RemoteUnavailable(
-                f"fetch of {branch} from {where} timed out after {timeout:g} s; nothing was changed: {_TIMEOUT_HINT}"
-            )
-        if outcome.returncode != 0:
-            if "couldn't find remote ref" in outcome.stderr:
-                return None
-            raise RemoteUnavailable(
-                f"cannot fetch {branch} from {where}: {network.failure_line(outcome.stderr)}"
-                f"{network.remote_reasons(outcome.stderr)}; nothing was changed"
-            )
+        if network.fetch_failed(outcome, where, branch):
+            return None
         return self.resolve_ref(tracking)
 
     def push(self, remote: str, commit: str, ref: str, expect: str | None = None, *, timeout: float) -> bool:
@@ -449,36 +431,7 @@ class GitRepo:
         outcome, where = self._remote_child(
             remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}", timeout=timeout, push_ref=ref
         )
-        if outcome.returncode == 0 and not outcome.timed_out:
-            return True
-        status = next((line for line in outcome.stdout.splitlines() if f":{ref}\t" in line), "")
-        # another host moved the branch first (locally known, or the server's compare-and-swap): decide again
-        if "[rejected]" in status or any(marker in status for marker in _LOST_RACE):
-            return False
-        unknown = (
-            f"outcome unknown: the change may be on the remote; run the same command again to find out "
-            f"(the push of {commit[:12]} to {where}"
-        )
-        if outcome.timed_out:
-            if outcome.sent:
-                raise RemoteOutcomeUnknown(f"{unknown} was sent, then timed out after {timeout:g} s)")
-            raise RemoteUnavailable(
-                f"push to {where} timed out after {timeout:g} s before the change was sent; nothing was changed: "
-                f"{_TIMEOUT_HINT}"
-            )
-        if status and "[remote failure]" not in status:
-            raise RemoteUnavailable(
-                f"{where} refused the push of {commit[:12]}: {network.inert(status.split(chr(9))[-1])}"
-                f"{network.remote_reasons(outcome.stderr)}; nothing was changed"
-            )
-        if outcome.sent and not network.never_connected(outcome.stderr):
-            raise RemoteOutcomeUnknown(
-                f"{unknown} was sent, but its answer was lost: {network.failure_line(outcome.stderr)})"
-            )
-        raise RemoteUnavailable(
-            f"cannot push to {where}: {network.failure_line(outcome.stderr)}"
-            f"{network.remote_reasons(outcome.stderr)}; nothing was changed"
-        )
+        return network.push_landed(outcome, where, commit, ref)
 
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:
