@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobstate.errors import GitError, GitLockHeld, NotInitialized, UsageError
-from jobstate.git import network
 from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
@@ -31,6 +30,8 @@ from jobstate.git.signing import signed_commit, signing_requested
 
 if TYPE_CHECKING:
     import subprocess
+
+    from jobstate.git.network import Outcome
 
 _Reader = Callable[[str], tuple[bytes, bytes]]
 _LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
@@ -371,7 +372,7 @@ class GitRepo:
 
     # ------------------------------------------------------------------ remotes
     def _remote_config(self, remote: str) -> tuple[str, str | None]:
-        """(the remote's URL, credentials removed; the ssh command for its children), read once."""
+        """(the remote's URL; the ssh command configured for it), read once."""
         if self._net is None:
             # one git process: the remotes and the ssh settings, as git resolves the configuration
             proc = self.run("config", "-z", "--list", check=False)
@@ -382,11 +383,15 @@ class GitRepo:
         url = self._net.get(f"remote.{remote}.url")
         if url is None:
             raise UsageError(f"no git remote named {remote!r} in {self.root}: add it with git remote add {remote} URL")
-        return network.without_credentials(url), self._net.get("core.sshcommand")
+        return url, self._net.get("core.sshcommand")
 
     def _remote_child(
         self, remote: str, *args: str, timeout: float, push_ref: str | None = None
-    ) -> tuple[network.Outcome, str]:
+    ) -> tuple[Outcome, str]:
+        """Run a git child that talks to ``remote``, bounded by ``timeout``; its outcome, and the remote
+        as messages name it."""
+        from jobstate.git import network  # noqa: PLC0415 - start-up: a lock-free retry talks to no remote
+
         url, configured = self._remote_config(remote)
         ssh = network.ssh_command(configured, self._net.get("ssh.variant") if self._net else None, timeout)
         env = network.network_env(timeout, ssh)
@@ -394,7 +399,7 @@ class GitRepo:
         outcome = network.run_bounded(self.root, *args, deadline=timeout, env=env, trace_push_ref=push_ref)
         if outcome.timed_out:
             self._remove_killed_tracking_locks(remote, started)
-        return outcome, f"{remote} ({network.inert(url)})"
+        return outcome, f"{remote} ({network.inert(network.without_credentials(url))})"
 
     def _remove_killed_tracking_locks(self, remote: str, since: float) -> None:
         """Remove the remote-tracking ref locks that the git child we just ended left (made after it started)."""
@@ -413,7 +418,9 @@ class GitRepo:
         outcome, where = self._remote_child(
             remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}", timeout=timeout
         )
-        if network.fetch_failed(outcome, where, branch):
+        from jobstate.git.network import fetch_failed  # noqa: PLC0415 - start-up: loaded by _remote_child
+
+        if fetch_failed(outcome, where, branch):
             return None
         return self.resolve_ref(tracking)
 
@@ -431,7 +438,9 @@ class GitRepo:
         outcome, where = self._remote_child(
             remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}", timeout=timeout, push_ref=ref
         )
-        return network.push_landed(outcome, where, commit, ref)
+        from jobstate.git.network import push_landed  # noqa: PLC0415 - start-up: loaded by _remote_child
+
+        return push_landed(outcome, where, commit, ref)
 
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:
