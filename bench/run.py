@@ -204,9 +204,29 @@ def _bare_push_seconds(bare: Path, probe: Path) -> float:
     return (time.perf_counter() - start) / (len(chain) - 1)
 
 
+def _http_rate(root: Path, bare: Path, calls: int) -> float:
+    """Allocations per second of one clone whose remote is smart HTTP (the test suite's server)."""
+    from tests.httpgit import HttpGit
+
+    server = HttpGit(root)
+    server.start()
+    try:
+        clone = root / "http-host"
+        subprocess.run(["git", "clone", "-q", f"file://{bare}", str(clone)], check=True, capture_output=True)
+        git(clone, "config", "gc.auto", "0")
+        git(clone, "remote", "set-url", "origin", f"{server.url}/{bare.name}")
+        git(clone, "config", "http.extraHeader", server.auth_header())
+        return calls / _run_workers([clone], "origin", "http-", calls)
+    finally:
+        server.kill()
+
+
 def bench_remote() -> None:
     calls = int(os.environ.get("BENCH_REMOTE_CALLS", "20"))
-    print(f"== allocate through a shared remote (file://; each clone one process making {calls} new allocations) ==")
+    print(
+        f"== allocate through a shared remote (file://, then smart HTTP; each clone one process making {calls} "
+        "new allocations) =="
+    )
     with _tmp("jobstate-bench-remote-") as tmp:
         root = Path(tmp)
         bare = root / "remote.git"
@@ -229,6 +249,11 @@ def bench_remote() -> None:
             took = _run_workers(clones[:n], "origin", f"r{n}-", calls)
             rates[n] = n * calls / took
             print(f"{n:>7} {rates[n]:>14.1f} {took / (n * calls) * 1e3:>18.1f} {rates[n] / local_rate:>8.2f}")
+        http_rate = _http_rate(root, bare, calls)
+        print(
+            f"{'1 http':>7} {http_rate:>14.1f} {1e3 / http_rate:>18.1f} {http_rate / local_rate:>8.2f}   "
+            f"(git http-backend behind basic auth on 127.0.0.1: x{rates[1] / http_rate:.2f} the time of file://)"
+        )
         push = _bare_push_seconds(bare, root / "probe")
         floor = local / calls + push
         print(

@@ -14,6 +14,7 @@ kind through every command that can meet it):
 - conflict with what is recorded (an allocation key elsewhere, a contradicting charge, a changed request): 4
 - the command run by ``jobstate run`` failed: 9, its own code on stderr
 - a paid step whose reservation does not fit in its period's budget: 8
+- a push whose answer was lost (it may have landed): 10; the next command settles it by fetching
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ SUBMISSION_UNKNOWN = 6
 STATE_INVALID = 7
 BUDGET_EXCEEDED = 8
 COMMAND_FAILED = 9
+REMOTE_OUTCOME_UNKNOWN = 10
 INTERNAL = 70  # EX_SOFTWARE: a bug in jobstate, reported in one line
 INTERRUPTED = 130  # SIGINT, as shells report it
 
@@ -42,6 +44,7 @@ EXIT_CODES: dict[int, str] = {
     STATE_INVALID: "state on disk invalid",
     BUDGET_EXCEEDED: "budget exceeded: the step's reservation does not fit in the period's budget",
     COMMAND_FAILED: "the command run by jobstate run failed (its own code is on stderr)",
+    REMOTE_OUTCOME_UNKNOWN: "outcome unknown: a push may be on the remote (its answer was lost); run the command again",
     INTERNAL: "internal error: a bug in jobstate (one line on stderr; please report it)",
     INTERRUPTED: "interrupted (Ctrl-C)",
 }
@@ -94,6 +97,12 @@ class RemoteRewritten(JobstateError):
     """The remote branch no longer contains the tip this clone last pushed or fetched (a force-push)."""
 
     exit_code = LOCK_OR_REMOTE
+
+
+class RemoteOutcomeUnknown(JobstateError, ConnectionError):
+    """A push left for the remote but its answer was lost: it may have landed. Never "nothing was changed"."""
+
+    exit_code = REMOTE_OUTCOME_UNKNOWN
 
 
 class ConcurrentUpdate(JobstateError, RuntimeError):

@@ -98,6 +98,26 @@ def _check_remote(bare: Path, keys: set[str], week: str) -> None:
     assert proc.returncode == 0, proc.stdout
 
 
+def allocate_together(
+    tmp_path: Path, clones: list[Path], per_host: int, distinct: int
+) -> tuple[set[str], dict[object, set[object]]]:
+    """``per_host`` processes on every host allocate at once, over ``distinct`` keys (new and repeated,
+    across hosts); the keys, and the episodes each key got, asserted to be one per key."""
+    cwds, args, keys = [], [], []
+    for h, clone in enumerate(clones):
+        for p in range(per_host):
+            key = f"run:{(h * per_host + p) % distinct}"
+            keys.append(key)
+            cwds.append(clone)
+            args.append(["allocate", "--key", key, "--week", "2026-W32", "--json"])
+    answers = parse_json_lines(run_together(cwds, args, tmp_path / "gate", timeout=300))
+    by_key: dict[object, set[object]] = {}
+    for a in answers:
+        by_key.setdefault(a["allocation_key"], set()).add(a["episode_id"])
+    assert all(len(ids) == 1 for ids in by_key.values()), by_key
+    return set(keys), by_key
+
+
 @pytest.mark.parametrize("transport", ["file", "daemon"])
 def test_four_hosts_four_processes_each(tmp_path: Path, transport: str, request: pytest.FixtureRequest) -> None:
     url = f"{request.getfixturevalue('daemon')}/remote.git" if transport == "daemon" else None
@@ -105,21 +125,10 @@ def test_four_hosts_four_processes_each(tmp_path: Path, transport: str, request:
     if url is None:
         for c in clones:
             git(c, "remote", "set-url", "origin", f"file://{bare}")
-    cwds, args, keys = [], [], []
-    for h, clone in enumerate(clones):
-        for p in range(4):
-            key = f"run:{(h * 4 + p) % 10}"  # 10 keys over 16 processes: new and repeated, across hosts
-            keys.append(key)
-            cwds.append(clone)
-            args.append(["allocate", "--key", key, "--week", "2026-W32", "--json"])
-    answers = parse_json_lines(run_together(cwds, args, tmp_path / "gate", timeout=240))
-    by_key: dict[object, set[object]] = {}
-    for a in answers:
-        by_key.setdefault(a["allocation_key"], set()).add(a["episode_id"])
-    assert all(len(ids) == 1 for ids in by_key.values()), by_key
-    _check_remote(bare, set(keys), "2026-W32")
+    keys, by_key = allocate_together(tmp_path, clones, 4, 10)  # 10 keys over 16 processes
+    _check_remote(bare, keys, "2026-W32")
     for clone in clones:  # every host reaches the same answers and a clean work tree
-        for key in sorted(set(keys)):
+        for key in sorted(keys):
             again = run_cli("allocate", "--key", key, "--week", "2026-W32", cwd=clone)
             assert again.stdout.strip() == next(iter(by_key[key])), again.stderr
         assert status(clone) == ""

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobstate.errors import GitError, GitLockHeld, NotInitialized, RemoteUnavailable, UsageError
+from jobstate.errors import GitError, GitLockHeld, NotInitialized, UsageError
 from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
@@ -31,9 +31,18 @@ from jobstate.git.signing import signed_commit, signing_requested
 if TYPE_CHECKING:
     import subprocess
 
+    from jobstate.git.network import Outcome
+
 _Reader = Callable[[str], tuple[bytes, bytes]]
 _LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
 _STORE_TREES_OVER = 64 << 10  # trees larger than this are stored uncompressed (see write_object)
+
+
+def _config_key(key: str) -> str:
+    """A configuration key as git compares it: section and variable in lower case, the subsection kept."""
+    section, _, rest = key.partition(".")
+    subsection, _, variable = rest.rpartition(".")
+    return f"{section.lower()}.{subsection}.{variable.lower()}"
 
 
 def find_root(start: Path) -> Path:
@@ -72,7 +81,7 @@ class GitRepo:
         self._trees: dict[str, Tree] = {}
         self._extensions: dict[str, str] | None = None
         self._signs: bool | None = None
-        self._remotes: set[str] = set()
+        self._net: dict[str, str] | None = None
 
     # ------------------------------------------------------------------- format
     @property
@@ -362,43 +371,76 @@ class GitRepo:
         spawn_detached_git(self.root, "gc", "--auto", "--quiet")
 
     # ------------------------------------------------------------------ remotes
-    def _remote_run(self, remote: str, *args: str) -> subprocess.CompletedProcess[bytes]:
-        if remote not in self._remotes and self.run("remote", "get-url", remote, check=False).returncode != 0:
+    def _remote_config(self, remote: str) -> tuple[str, str | None]:
+        """(the remote's URL; the ssh command configured for it), read once."""
+        if self._net is None:
+            # one git process: the remotes and the ssh settings, as git resolves the configuration
+            proc = self.run("config", "-z", "--list", check=False)
+            self._net = {}
+            for item in proc.stdout.decode("utf-8", "surrogateescape").split("\0"):
+                key, _, value = item.partition("\n")
+                self._net.setdefault(key.lower() if key.count(".") < 2 else _config_key(key), value)
+        url = self._net.get(f"remote.{remote}.url")
+        if url is None:
             raise UsageError(f"no git remote named {remote!r} in {self.root}: add it with git remote add {remote} URL")
-        self._remotes.add(remote)  # checked once per process: each check is a git process
-        return self.run(*args, check=False)
+        return url, self._net.get("core.sshcommand")
 
-    def fetch(self, remote: str, ref: str) -> str | None:
-        """Fetch ``ref`` from ``remote``; its tip, or None when the remote has no such branch."""
+    def _remote_child(
+        self, remote: str, *args: str, timeout: float, push_ref: str | None = None
+    ) -> tuple[Outcome, str]:
+        """Run a git child that talks to ``remote``, bounded by ``timeout``; its outcome, and the remote
+        as messages name it."""
+        from jobstate.git import network  # noqa: PLC0415 - start-up: a lock-free retry talks to no remote
+
+        url, configured = self._remote_config(remote)
+        ssh = network.ssh_command(configured, self._net.get("ssh.variant") if self._net else None, timeout)
+        env = network.network_env(timeout, ssh)
+        started = time.time()
+        outcome = network.run_bounded(self.root, *args, deadline=timeout, env=env, trace_push_ref=push_ref)
+        if outcome.timed_out:
+            self._remove_killed_tracking_locks(remote, started)
+        return outcome, f"{remote} ({network.inert(network.without_credentials(url))})"
+
+    def _remove_killed_tracking_locks(self, remote: str, since: float) -> None:
+        """Remove the remote-tracking ref locks that the git child we just ended left (made after it started)."""
+        if self.reftable:
+            return
+        for lock in (self.common_dir / "refs" / "remotes" / remote).glob("**/*.lock"):
+            with suppress(OSError):
+                if lock.stat().st_mtime >= since - 1:
+                    lock.unlink()
+
+    def fetch(self, remote: str, ref: str, *, timeout: float) -> str | None:
+        """Fetch ``ref`` from ``remote`` within ``timeout`` seconds; its tip, or None when the remote
+        has no such branch."""
         branch = ref.removeprefix("refs/heads/")
         tracking = f"refs/remotes/{remote}/{branch}"
-        proc = self._remote_run(remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}")
-        if proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace")
-            if "couldn't find remote ref" in err:
-                return None
-            raise RemoteUnavailable(
-                f"cannot fetch {branch} from {remote}: {first_error_line(err)}; nothing was changed"
-            )
+        outcome, where = self._remote_child(
+            remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}", timeout=timeout
+        )
+        from jobstate.git.network import fetch_failed  # noqa: PLC0415 - start-up: loaded by _remote_child
+
+        if fetch_failed(outcome, where, branch):
+            return None
         return self.resolve_ref(tracking)
 
-    def push(self, remote: str, commit: str, ref: str, expect: str | None = None) -> bool:
-        """Push ``commit`` as ``ref`` on ``remote``; False when rejected as not a fast-forward.
+    def push(self, remote: str, commit: str, ref: str, expect: str | None = None, *, timeout: float) -> bool:
+        """Push ``commit`` as ``ref`` on ``remote`` within ``timeout`` seconds; False when rejected as
+        not a fast-forward.
 
         With ``expect`` (``commit``'s parent), the push is a compare-and-swap: the
         remote takes it only while its ``ref`` is exactly ``expect``, so the update
         is always a fast-forward and a remote that went backwards is noticed too.
+        A push whose update left for the server but whose answer never came (a lost
+        connection, the deadline) is RemoteOutcomeUnknown: it may have landed.
         """
         lease = [f"--force-with-lease={ref}:{expect}"] if expect else []
-        proc = self._remote_run(remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}")
-        if proc.returncode == 0:
-            return True
-        out = (proc.stdout + proc.stderr).decode("utf-8", "replace")
-        # another host moved the branch first: decide again on the new tip
-        lost = ("[rejected]", "non-fast-forward", "fetch first", "cannot lock ref", "failed to update ref")
-        if any(marker in out for marker in lost):
-            return False
-        raise RemoteUnavailable(f"cannot push to {remote}: {first_error_line(out)}; nothing was changed")
+        outcome, where = self._remote_child(
+            remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}", timeout=timeout, push_ref=ref
+        )
+        from jobstate.git.network import push_landed  # noqa: PLC0415 - start-up: loaded by _remote_child
+
+        return push_landed(outcome, where, commit, ref)
 
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:

@@ -5,7 +5,8 @@ Called from a Git hook or ``git rebase --exec``, the environment carries
 hook runs for. jobstate always names its repository itself (the work tree it
 was given), so every variable that would redirect git to another repository,
 index or object store is dropped; identity, configuration and transport
-variables (``GIT_AUTHOR_NAME``, ``GIT_CONFIG_*``, ``GIT_SSH_COMMAND``) are kept.
+variables (``GIT_AUTHOR_NAME``, ``GIT_CONFIG_*``, ``GIT_SSH_COMMAND``) are kept. A child that
+talks to a remote gets more (no prompts of any kind, a deadline): see jobstate.git.network.
 """
 
 from __future__ import annotations
@@ -43,7 +44,6 @@ def git_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment every git child gets (see the module docstring)."""
     env = {k: v for k, v in os.environ.items() if k not in REDIRECTING}
     env["GIT_TERMINAL_PROMPT"] = "0"
-    env.setdefault("GIT_SSH_COMMAND", "ssh -o BatchMode=yes")
     if extra:
         env.update(extra)
     return env

@@ -12,7 +12,7 @@ from jobstate.errors import StateInvalid
 if TYPE_CHECKING:
     from jobstate.core.budget import Budget
 
-KNOWN = ("period", "timezone", "lock_timeout", "remote", "budget")
+KNOWN = ("period", "timezone", "lock_timeout", "remote", "remote_timeout", "budget")
 
 
 class Config(NamedTuple):
@@ -23,6 +23,7 @@ class Config(NamedTuple):
     lock_timeout: float = 30.0
     remote: str | None = None
     budget: Budget | None = None
+    remote_timeout: float | None = None  # None: the lock timeout bounds each fetch and push
 
     def to_json(self) -> str:
         """Compact form cached in the catalog."""
@@ -72,8 +73,25 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
     remote = data.get("remote")
     if remote is not None and (not isinstance(remote, str) or not remote or remote.startswith("-")):
         raise StateInvalid(f"{source}: remote must be the name of a git remote, e.g. origin")
+    remote_timeout = data.get("remote_timeout")
+    if remote_timeout is not None and (
+        isinstance(remote_timeout, bool)
+        or not isinstance(remote_timeout, (int, float))
+        or not 0 < remote_timeout <= 86400  # nan fails both comparisons
+    ):
+        raise StateInvalid(
+            f"{source}: remote_timeout must be a number of seconds above 0 and at most 86400, e.g. 60 "
+            f"(got {remote_timeout!r:.40})"
+        )
     budget = None if data.get("budget") is None else budget_from_yaml_dict(data["budget"], period, source)
-    return Config(period=period, timezone=tz, lock_timeout=float(timeout), remote=remote, budget=budget)
+    return Config(
+        period=period,
+        timezone=tz,
+        lock_timeout=float(timeout),
+        remote=remote,
+        budget=budget,
+        remote_timeout=None if remote_timeout is None else float(remote_timeout),
+    )
 
 
 def config_from_text(data: bytes | str | None, source: str = CONFIG_FILE) -> Config:
@@ -91,6 +109,8 @@ period: iso-week
 timezone: UTC
 # seconds to wait for the jobstate lock before giving up (exit 3)
 lock_timeout: 30
+# seconds one fetch or push may take before it is ended (exit 3); default: the lock timeout
+# remote_timeout: 60
 # caps per period; a paid step then declares its maximum cost (jobstate run --max-cost "12.40 USD")
 # budget:
 #   per: week            # week, month or day (default: the period above)

@@ -24,6 +24,9 @@ from jobstate.git.repo import GitRepo, find_root
 from jobstate.store.catalog import Catalog
 from jobstate.store.config import Config
 
+# written when a push's answer was lost; removed by the next fetch, which settles what the remote holds
+REMOTE_UNSURE = "remote-unsure"
+
 
 class Store:
     """A jobstate state repository (a Git work tree with state/ and history/)."""
@@ -131,6 +134,12 @@ class Store:
         return self.config.lock_timeout
 
     @property
+    def remote_timeout(self) -> float:
+        """Seconds one git fetch or push may take: remote_timeout in jobstate.yaml, else the lock timeout
+        (at least 1 s: a lock timeout of 0 means "do not wait for the lock", not "no time for the network")."""
+        return self.config.remote_timeout or max(1.0, self.lock_timeout)
+
+    @property
     def lock_path(self) -> Path:
         """The lock file (host-local)."""
         return self.private / "lock"
@@ -179,6 +188,8 @@ class Store:
         remote = self.remote
         if remote is None:
             return True
+        if (self.private / REMOTE_UNSURE).exists():
+            return False  # a push's answer was lost: what the remote holds is known only after a fetch
         branch = self.git.head_ref().removeprefix("refs/heads/")
         return self.git.head_commit() == self.git.resolve_ref(f"refs/remotes/{remote}/{branch}")
 

@@ -31,12 +31,19 @@ from typing import Generic, TypeVar
 
 from jobstate.atomic import atomic_write
 from jobstate.core.layout import CONFIG_FILE, STATE, describes_episode
-from jobstate.errors import ConcurrentUpdate, DirtyState, JobstateError, RemoteUnavailable, UsageError
+from jobstate.errors import (
+    ConcurrentUpdate,
+    DirtyState,
+    JobstateError,
+    RemoteOutcomeUnknown,
+    RemoteUnavailable,
+    UsageError,
+)
 from jobstate.git.index import IndexLock
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
 from jobstate.store.remote_tip import check_remote_tip, record_remote_tip
-from jobstate.store.store import Store
+from jobstate.store.store import REMOTE_UNSURE, Store
 from jobstate.store.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
 
 T = TypeVar("T")
@@ -282,12 +289,15 @@ def commit(
         _write_json(marker, asdict(pending))
         pushed = False
         try:
-            pushed = remote is None or git.push(remote, new, ref, expect=parent)
+            pushed = remote is None or git.push(remote, new, ref, expect=parent, timeout=store.remote_timeout)
             moved = pushed and git.update_ref(
                 ref, new, parent, "jobstate: " + message.splitlines()[0], wait=store.lock_timeout
             )
         except BaseException as exc:
             marker.unlink()
+            if isinstance(exc, RemoteOutcomeUnknown):
+                # the next command must fetch before it trusts what this clone last saw of the remote
+                (store.private / REMOTE_UNSURE).touch()
             if remote is not None and pushed and isinstance(exc, JobstateError):
                 # the change landed where it counts: saying "nothing changed" would invite a second one
                 exc.args = (
@@ -418,7 +428,8 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
         tip: str | None = head
         check_remote_tip(store, remote, ref, head)  # a force-push made here by hand moved the tip too
     else:
-        tip = git.fetch(remote, ref)
+        tip = git.fetch(remote, ref, timeout=store.remote_timeout)
+        (store.private / REMOTE_UNSURE).unlink(missing_ok=True)  # the fetch settled a lost answer
         if tip is not None:
             check_remote_tip(store, remote, ref, tip)  # a rewritten remote is refused, never followed
             record_remote_tip(store, remote, ref, tip)
