@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable
 
 from jobstate.errors import INTERNAL, INTERRUPTED, USAGE, CommandFailed, JobstateError
+from jobstate.review import escape
 
 
 def run_handled(command: Callable[[], int]) -> int:
@@ -14,7 +15,8 @@ def run_handled(command: Callable[[], int]) -> int:
         return command()
     except JobstateError as exc:
         label = "" if exc.exit_code == 0 or isinstance(exc, CommandFailed) else "error: "
-        print(f"jobstate: {label}{exc}", file=sys.stderr)
+        # messages may quote state (file names, fields): shown, never obeyed by the terminal
+        print(f"jobstate: {label}{escape.text(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("jobstate: interrupted", file=sys.stderr)

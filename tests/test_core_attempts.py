@@ -133,7 +133,7 @@ _attempts = st.fixed_dictionaries(
     {"attempt": st.integers(1, 99), "state": st.sampled_from([s.value for s in AttemptState if s != "superseded"])},
     optional={
         "idempotency_key": _text,
-        "remote_ref": _text,
+        "remote_ref": _text.filter(str.isprintable),  # what validate_remote_ref (the writer's rule) accepts
         "reason": _text,
         "reservation": st.builds(
             lambda a, c: {"amount": a, "currency": c}, st.sampled_from(["0", "5", "12.40"]), st.sampled_from(["USD"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobstate.commands._output import note, print_json
 from jobstate.errors import STATE_INVALID, VERIFY_PROBLEMS
+from jobstate.review import escape
 from jobstate.review.annotations import github_annotations
 from jobstate.review.verify import Report
 from jobstate.review.verify import verify as verify_state
@@ -47,15 +48,15 @@ def verify(
 def _print_text(report: Report, strict: bool) -> None:
     for problem in report.problems:
         level = "error" if strict or problem.severity == "error" else "warning"
-        print(f"{problem.path}: {level}: {problem.message}")
+        print(escape.text(f"{problem.path}: {level}: {problem.message}"))
     if report.against is not None:
         if report.differences:
-            print(f"against {report.against}: NOT preserved (base beside now):")
+            print(escape.text(f"against {report.against}: NOT preserved (base beside now):"))
             for line in report.differences:
-                print(f"  {line}")
+                print(f"  {escape.text(line)}")
         else:
             print(
-                f"against {report.against}: preserved: artifact hashes, cost entries and totals, "
+                f"against {escape.text(report.against)}: preserved: artifact hashes, cost entries and totals, "
                 "remote tasks, approvals, completion times"
             )
     print(report.summary(strict))

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from jobstate.core.money import validate_amount, validate_currency
+from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState, mapping_of, one_of, report_or_raise
 from jobstate.errors import StateInvalid, UsageError
 
@@ -86,6 +87,11 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
         if value is not None and (not isinstance(value, str) or not value):
             raise StateInvalid(f"{where}: {name} must be text, found {reprlib.repr(value)}")
         texts[name] = value
+    if texts["remote_ref"] is not None:
+        try:
+            validate_remote_ref(texts["remote_ref"])
+        except UsageError as exc:
+            raise StateInvalid(f"{where}: {exc}") from None
     mappings = {}
     for name in ("settled", "resolution"):
         value = data.get(name)
@@ -133,6 +139,11 @@ def submissions_from_yaml_dict(data: Any, source: str, problems: list[str] | Non
         raise StateInvalid(f"{source}: 'steps' must map step names to lists of attempts")
     out: Steps = {}
     for step, attempts in steps.items():
+        try:
+            validate_step(step)  # the writer's rule: a name no command would write is not read either
+        except UsageError as exc:
+            report_or_raise(StateInvalid(f"{source}: {exc}"), source, problems)
+            continue
         if not isinstance(attempts, list):
             report_or_raise(
                 StateInvalid(f"{source}: step {step!r}: attempts must be a list of mappings"), source, problems

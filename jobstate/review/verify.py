@@ -31,6 +31,7 @@ from jobstate.git.signing import signature_problems
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
+from jobstate.review.escape import shell_command
 from jobstate.review.facts import (
     Facts,
     Problem,
@@ -274,7 +275,7 @@ def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: li
                 Problem(
                     path,
                     f"step {step!r} is unknown (intent without acceptance): "
-                    f"jobstate resolve --episode {f.episode_id} --step {step} ...",
+                    + shell_command("jobstate", "resolve", "--episode", f.episode_id, "--step", step, tail="..."),
                     "warning",
                 )
             )
