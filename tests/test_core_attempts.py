@@ -83,6 +83,8 @@ def test_updated_merges_changes_after_the_fields_and_checks_them_again() -> None
         ({"reservation": {"amount": "5", "currency": "usd"}}, "invalid currency 'usd'"),
         ({"settled": "yes"}, "settled must be a mapping"),
         ({"resolution": ["ops"]}, "resolution must be a mapping"),
+        ({"resolution": {"decision": "accepted", "by": "ops\x1b[2J", "reason": "x"}}, "resolution: invalid --by"),
+        ({"resolution": {"decision": "accepted", "by": "ops", "reason": "a\0b"}}, "resolution: invalid reason"),
     ],
 )
 def test_a_malformed_attempt_is_state_invalid_naming_the_file_step_and_field(change: dict[str, Any], says: str) -> None:

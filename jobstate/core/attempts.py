@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from jobstate.core.money import validate_amount, validate_currency
-from jobstate.core.names import validate_remote_ref, validate_step
+from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState, mapping_of, one_of, report_or_raise
 from jobstate.errors import StateInvalid, UsageError
 
@@ -101,6 +101,8 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
     if state == AttemptState.SUPERSEDED and (mappings["resolution"] or {}).get("decision") != "superseded":
         # only an operator closes an attempt this way, and a new attempt (a new charge) follows it
         raise StateInvalid(f"{where}: superseded without the operator's decision (resolution: decision: superseded)")
+    if mappings["resolution"] is not None:
+        _check_resolution(mappings["resolution"], where)
     return Attempt(
         step=step,
         number=number,
@@ -113,6 +115,16 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
         resolution=mappings["resolution"],
         fields=dict(data),
     )
+
+
+def _check_resolution(resolution: Mapping[str, Any], where: str) -> None:
+    # resolve's rules for --by and --reason, so a reader never takes what resolve would refuse
+    try:
+        validate_person(resolution.get("by"))
+        if resolution.get("reason") is not None:
+            validate_reason(resolution["reason"])
+    except UsageError as exc:
+        raise StateInvalid(f"{where}: resolution: {exc}") from None
 
 
 def _reservation(value: Any, where: str) -> Reservation | None:
