@@ -18,7 +18,7 @@ from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
-from jobstate.review.facts import compare
+from jobstate.review.facts import migration_proof
 from jobstate.review.revision import EpisodeView, StateView, read_state
 from jobstate.review.verify import collect
 
@@ -255,17 +255,16 @@ _ALARM_ORDER = [
 ]
 
 
-def _preservation(path: Path, base: str, rev: str, moves: list[dict[str, str]]) -> list[str]:
+def _preservation(path: Path, base: str, rev: str) -> list[str]:
     """verify --against's proof, over the migrated episodes only (other changes are the diff's business)."""
     facts = []
-    for which, key in ((base, "from_id"), (rev, "episode_id")):
+    for which in (base, rev):
         snap = Revision(locate(path), which)
         try:
-            found = collect(snap, hash_artifacts=False)[0]
+            facts.append(collect(snap, hash_artifacts=False)[0])
         finally:
             snap.close()
-        facts.append({m[key]: found[m[key]] for m in moves if m[key] in found})
-    return compare(facts[0], facts[1])
+    return migration_proof(facts[0], facts[1])
 
 
 def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
@@ -280,6 +279,6 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     }
     result.budgets = budget_use(new, touched)
     if result.migrations:
-        result.preservation = _preservation(path, base, rev, result.migrations)
+        result.preservation = _preservation(path, base, rev)
         result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]
     return result

@@ -59,6 +59,8 @@ class Facts:
     completed_at: str | None = None
     unknown_steps: list[str] = field(default_factory=list)
     reservations: list[Attempt] = field(default_factory=list)  # the attempts that declared a maximum cost
+    migrated_from: str | None = None  # the legacy week-only ID a migration gave this episode its ID for
+    decisions: list[tuple[str, str, str]] = field(default_factory=list)  # every decision, oldest first
 
 
 def read_reporting(path: str, problems: list[Problem], read: Callable[[list[str]], T]) -> T | None:
@@ -104,18 +106,41 @@ def fill_from_episode_fields(facts: Facts, data: dict[str, Any], path: str, prob
         problems.append(Problem(path, "remote_tasks must be a list of strings"))
     else:
         facts.remote_refs += refs
-    facts.approval = decided(legacy_decision(data.get("approval"))) or facts.approval
+    legacy = decided(legacy_decision(data.get("approval")))
+    facts.approval = legacy or facts.approval
+    if legacy is not None:
+        facts.decisions.insert(0, legacy)
     if data.get("completed_at") is not None:
         facts.completed_at = time_text(data["completed_at"])
+    migration = data.get("migration")
+    if isinstance(migration, dict) and isinstance(migration.get("from_id"), str):
+        facts.migrated_from = migration["from_id"]
 
 
-def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
-    """What a migration must preserve, as lines ``what: old -> new``; empty when all is kept."""
+def migration_proof(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
+    """``compare`` over the episodes a change migrated (a new ID whose ``from_id`` was in base).
+
+    Only those must be kept exactly: other episodes may grow (a cost, a decision), and what must
+    never change in them is diff's business (its alarms), on every pull request.
+    """
+    moves = {eid: f.migrated_from for eid, f in new.items() if f.migrated_from in base and eid not in base}
+    return compare({old: base[old] for old in moves.values() if old}, {eid: new[eid] for eid in moves})
+
+
+def compare(base: dict[str, Facts], new: dict[str, Facts], *, kept_only: bool = False) -> list[str]:
+    """What a migration must preserve, as lines ``what: old -> new``; empty when all is kept.
+
+    With ``kept_only`` (``verify --against`` on any pull request) only what base recorded and the
+    new revision lost or changed counts: the ledgers are append-only, so a change may add to them.
+    """
     lines: list[str] = []
+    lost = False
 
     def multiset(label: str, old: Counter[Any], cur: Counter[Any]) -> None:
+        nonlocal lost
         for item in sorted(set(old) | set(cur), key=repr):
-            if old[item] != cur[item]:
+            if old[item] > cur[item] or (old[item] != cur[item] and not kept_only):
+                lost = lost or old[item] > cur[item]
                 lines.append(f"{label} {item}: {old[item]} in base, {cur[item]} now")
 
     def gather(facts: dict[str, Facts]) -> dict[str, Counter[Any]]:
@@ -128,8 +153,7 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
             out["reservation"].update(
                 (f.episode_id, a.step, a.number, *a.reservation) for a in f.reservations if a.reservation
             )
-            if f.approval:
-                out["approval"][f.approval] += 1
+            out["approval"].update(f.decisions)
             if f.completed_at:
                 out["completed"][f.completed_at] += 1
         return out
@@ -140,12 +164,14 @@ def compare(base: dict[str, Facts], new: dict[str, Facts]) -> list[str]:
     old_totals = sum_by_currency((a, c) for (_s, a, c, _r), n in old["cost"].items() for _ in range(n))
     cur_totals = sum_by_currency((a, c) for (_s, a, c, _r), n in cur["cost"].items() for _ in range(n))
     for currency in sorted(set(old_totals) | set(cur_totals)):
-        if old_totals.get(currency) != cur_totals.get(currency):
+        if old_totals.get(currency) != cur_totals.get(currency) and (lost or not kept_only):
             lines.append(
                 f"total {currency}: {old_totals.get(currency, '0')} in base, {cur_totals.get(currency, '0')} now"
             )
     multiset("remote task", old["ref"], cur["ref"])
-    if sum(old["ref"].values()) != sum(cur["ref"].values()):
+    if sum(old["ref"].values()) > sum(cur["ref"].values()) or (
+        sum(old["ref"].values()) != sum(cur["ref"].values()) and not kept_only
+    ):
         lines.append(f"remote task count: {sum(old['ref'].values())} in base, {sum(cur['ref'].values())} now")
     multiset("approval", old["approval"], cur["approval"])
     multiset("completion time", old["completed"], cur["completed"])

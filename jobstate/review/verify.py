@@ -258,6 +258,7 @@ def _collect_approval(f: Facts, data: dict[str, Any], path: str, problems: list[
     decisions = read_reporting(path, problems, lambda _found: approvals_from_yaml_dict(data, path))
     if decisions:
         f.approval = decided(decisions[-1])
+        f.decisions += [d for d in map(decided, decisions) if d is not None]
 
 
 def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
@@ -459,5 +460,6 @@ def verify(
         finally:
             base_snap.close()
         report.against = base_snap.label
-        report.differences = compare(base_facts, facts)
+        # kept, not equal: --against runs on every pull request, and a change may add to the ledgers
+        report.differences = compare(base_facts, facts, kept_only=True)
     return report
