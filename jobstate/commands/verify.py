@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from jobstate.commands._output import note, print_json
 from jobstate.errors import STATE_INVALID, VERIFY_PROBLEMS
 from jobstate.review import escape
@@ -21,6 +23,8 @@ def verify(
     jobs: int | None,
     uncommitted_ok: bool = False,
     require_signed: bool = False,
+    allowed_signers: str | None = None,
+    approvers: str | None = None,
 ) -> int:
     """Check the state read-only; exit 1 when problems are found."""
     path = repo_path(repo)
@@ -31,6 +35,8 @@ def verify(
         workers=jobs,
         check_clean=not uncommitted_ok,
         require_signed=require_signed,
+        allowed_signers=None if allowed_signers is None else Path(allowed_signers),
+        approvers=None if approvers is None else Path(approvers),
     )
     if fmt == "json":
         print_json(report.to_json(strict))

@@ -16,6 +16,7 @@ from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
+from jobstate.git.signing import signers_by_file
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
 from jobstate.review.facts import migration_proof
@@ -250,6 +251,7 @@ _ALARM_ORDER = [
     "cost entry rewritten",
     "key moved",
     "decision rewritten",
+    "decision signer mismatch",
     "submission rewritten",
     "migration drift",
 ]
@@ -267,6 +269,30 @@ def _preservation(path: Path, base: str, rev: str) -> list[str]:
     return migration_proof(facts[0], facts[1])
 
 
+def _signers(path: Path, base: str, rev: str, result: Diff) -> None:
+    """Who signed each new decision: the last commits that changed its approval.yaml (one decision
+    each, as approve commits). A good signature whose principal is not ``by`` is an alarm."""
+    if not result.decisions:
+        return
+    commits = signers_by_file(locate(path), base, rev, "state/*/approval.yaml")
+    per_episode: dict[str, list[dict[str, Any]]] = {}
+    for row in result.decisions:
+        per_episode.setdefault(str(row["episode_id"]), []).append(row)
+    for eid, rows in per_episode.items():
+        found = commits.get(f"state/{eid}/approval.yaml", [])[-len(rows) :]
+        for row, (status, signer) in zip(rows[-len(found) :] if found else [], found, strict=True):
+            row["signature"], row["signer"] = status, signer or None
+            if status == "G" and signer != row["by"]:
+                result.alarms.append(
+                    {
+                        "kind": "decision signer mismatch",
+                        "episode": eid,
+                        "message": f"{row['status']} by {row['by']!r} but signed by {signer!r}",
+                    }
+                )
+    result.alarms.sort(key=lambda a: _ALARM_ORDER.index(a["kind"]))
+
+
 def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
     """What changed in state/ and history/ from ``base`` to ``rev``. This is a read-only operation."""
     old = read_state(path, base, progress=progress)
@@ -278,6 +304,7 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
         new.episodes[str(s["episode_id"])].period_id for s in result.steps if s.get("episode_id") in new.episodes
     }
     result.budgets = budget_use(new, touched)
+    _signers(path, base, rev, result)
     if result.migrations:
         result.preservation = _preservation(path, base, rev)
         result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]

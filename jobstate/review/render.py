@@ -44,6 +44,16 @@ def _s(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+def _by(decision: dict[str, Any]) -> str:
+    """``by`` and, beside it, what the decision's commit signature says of who made it."""
+    status, signer = decision.get("signature"), decision.get("signer")
+    if status == "G":
+        return f"{decision['by']} (signed: {signer})"
+    if status in (None, "N"):
+        return _s(decision["by"])
+    return f"{decision['by']} (signature not verified: {status})"
+
+
 def diff_sections(d: Diff) -> tuple[str, list[Section]]:
     """The heading and sections of a diff, in the order they are shown."""
     head = f"jobstate diff {d.base}..{d.rev}"
@@ -69,7 +79,7 @@ def diff_sections(d: Diff) -> tuple[str, list[Section]]:
     if d.budgets:
         out.append(Section("Budgets", ["budget", "use"], [[_s(b.get("name")), _s(b.get("use"))] for b in d.budgets]))
     if d.decisions:
-        rows = [[x["episode_id"], _s(x["status"]), _s(x["by"]), _s(x["reason"])] for x in d.decisions]
+        rows = [[x["episode_id"], _s(x["status"]), _by(x), _s(x["reason"])] for x in d.decisions]
         out.append(Section("Approvals and rejections", ["episode", "decision", "by", "reason"], rows))
     if d.completed:
         rows = [[c["episode_id"], c["completed_at"], money(c["cost_totals"])] for c in d.completed]

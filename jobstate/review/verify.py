@@ -27,7 +27,7 @@ from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
-from jobstate.git.signing import signature_problems
+from jobstate.git.signing import decision_commits, signature_problems, signatures
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
@@ -431,17 +431,24 @@ def verify(
     workers: int | None = None,
     check_clean: bool = True,
     require_signed: bool = False,
+    allowed_signers: Path | None = None,
+    approvers: Path | None = None,
 ) -> Report:
     """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only.
 
     ``check_clean=False`` skips the check that the work tree is committed (a pre-commit
     hook checks staged changes before they are committed). With ``require_signed``, every
-    commit that changed state/ or history/ (since ``against``, if given) must be signed and
-    pass ``git verify-commit``.
+    commit that changed state/, history/ or jobstate.yaml (since ``against``, if given) must
+    carry a good signature from a trusted key (``allowed_signers`` replaces the repository's
+    gpg.ssh.allowedSignersFile). With ``approvers`` (an allowed-signers file), every commit that
+    records a decision must be signed by one of its keys. Both refuse in a shallow clone.
     """
     cwd = locate(path)
     if rev is None and is_bare(cwd):
         raise UsageError(f"{cwd} is a bare repository: pass --rev REV")
+    for given in (allowed_signers, approvers):
+        if given is not None and not given.is_file():
+            raise UsageError(f"cannot read the allowed-signers file {given}: give an existing file")
     snap: Snapshot = Revision(cwd, rev) if rev is not None else WorkTree(cwd)
     try:
         facts, report = collect(snap, workers=workers)
@@ -449,10 +456,15 @@ def verify(
         snap.close()
     if rev is None and check_clean:
         _check_clean(cwd, report)
+    tip = snap.commit if isinstance(snap, Revision) else "HEAD"
     if require_signed:
-        tip = snap.commit if isinstance(snap, Revision) else "HEAD"
-        for sha, problem in signature_problems(cwd, tip, against, ROOTS):
-            report.problems.append(Problem(f"commit {sha[:12]}", f"{problem}; it changes state/ or history/"))
+        signed = (*ROOTS, CONFIG_FILE)
+        for sha, problem in signature_problems(cwd, tip, against, signed, allowed_signers=allowed_signers):
+            report.problems.append(
+                Problem(f"commit {sha[:12]}", f"{problem}; it changes state/, history/ or jobstate.yaml")
+            )
+    if approvers is not None:
+        _check_approvers(cwd, tip, against, approvers, report)
     if against is not None:
         base_snap = Revision(cwd, against)
         try:
@@ -463,3 +475,16 @@ def verify(
         # kept, not equal: --against runs on every pull request, and a change may add to the ledgers
         report.differences = compare(base_facts, facts, kept_only=True)
     return report
+
+
+def _check_approvers(cwd: Path, tip: str, against: str | None, approvers: Path, report: Report) -> None:
+    decided = set(decision_commits(cwd, tip, against, ROOTS))
+    for sha, status, signer in signatures(cwd, tip, against, ROOTS, allowed_signers=approvers):
+        if sha in decided and status != "G":
+            who = f" (signed by {signer})" if signer else ""
+            report.problems.append(
+                Problem(
+                    f"commit {sha[:12]}",
+                    f"records a decision but is not signed by a key of the approvers file {approvers}{who}",
+                )
+            )
