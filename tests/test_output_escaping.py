@@ -67,6 +67,7 @@ HOSTILE = {
     "stop-commands": "::stop-commands::abc",
     "shell": "$(touch x)",
     "shell-backtick": "`touch x`; rm -rf ~ && echo 'q\"",
+    "issue-file-name": "x\n::error ::injected\n::stop-commands::abc",
 }
 W32 = parse_period("2026-W32")
 
@@ -249,6 +250,7 @@ def test_verify_of_hostile_state_is_inert_in_every_format(hostile: Path, capsys:
     code, out, _err = _run("verify", "--repo", str(hostile), "--rev", "HEAD", "--format", "json", capsys=capsys)
     paths = {p["path"] for p in json.loads(out)["problems"]}
     assert any(p.endswith("/x-" + HOSTILE["lf"]) for p in paths)
+    assert any(p.endswith("/x-" + HOSTILE["issue-file-name"]) for p in paths)
 
 
 def test_show_and_list_of_hostile_state_are_inert(
@@ -282,14 +284,16 @@ def test_suggested_commands_are_shell_quoted(hostile: Path, capsys: pytest.Captu
 # --- what the writer refuses, the readers refuse, naming the file -------------------------
 
 
-@pytest.mark.parametrize("name", ["cr", "esc", "rtl", "zero-width", "shell", "table", "link"])
+@pytest.mark.parametrize("name", ["cr", "esc", "rtl", "zero-width", "shell", "table", "link", "issue-example"])
 def test_a_step_name_the_writer_refuses_is_refused_when_read(
     history: Path, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert not _accepts(validate_step, HOSTILE[name])
+    # issue 21's example: a step named so that report's suggested command would run a substitution
+    value = HOSTILE.get(name, "upload $(touch /tmp/x)")
+    assert not _accepts(validate_step, value)
     path = history / "state/2026-W33-1/submissions.yaml"
     text = path.read_text()
-    path.write_text(text.replace("  generate:", f"  {json.dumps(HOSTILE[name])}:", 1))
+    path.write_text(text.replace("  generate:", f"  {json.dumps(value)}:", 1))
     git(history, "commit", "-qam", "a step no command would name")
     _assert_refused(history, "state/2026-W33-1/submissions.yaml", "invalid step name", capsys)
 
@@ -310,13 +314,21 @@ def test_a_key_or_reference_the_writer_refuses_is_refused_when_read(
     _assert_refused(history, "state/2026-W33-0/submissions.yaml", "invalid remote task reference", capsys)
 
 
-def test_an_artifact_path_the_writer_refuses_is_refused_when_read(
-    history: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("artifacts.yaml", "final.txt:", '"../\\e[2J.txt":', "invalid artifact path"),
+        ("approval.yaml", "by: editor", 'by: "editor\\e[2J"', "invalid --by"),
+    ],
+)
+def test_an_artifact_path_or_decision_by_the_writer_refuses_is_refused_when_read(
+    history: Path, case: tuple[str, str, str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = history / "state/2026-W33-0/artifacts.yaml"
-    path.write_text(path.read_text().replace("final.txt:", '"../\\e[2J.txt":', 1))
-    git(history, "commit", "-qam", "an artifact path no command would write")
-    _assert_refused(history, "state/2026-W33-0/artifacts.yaml", "invalid artifact path", capsys)
+    file, old, new, why = case
+    path = history / "state/2026-W33-0" / file
+    path.write_text(path.read_text().replace(old, new, 1))
+    git(history, "commit", "-qam", "a record no command would write")
+    _assert_refused(history, f"state/2026-W33-0/{file}", why, capsys)
 
 
 def _assert_refused(
@@ -353,12 +365,3 @@ def test_approve_and_resolve_refuse_a_by_or_reason_no_reader_would_take(
         assert len(err.splitlines()) == 1
         _assert_inert_text(err)
     assert git(history, "rev-parse", "HEAD") == head
-
-
-def test_a_decision_by_no_writer_would_record_is_refused_when_read(
-    history: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = history / "state/2026-W33-0/approval.yaml"
-    path.write_text(path.read_text().replace("by: editor", 'by: "editor\\e[2J"', 1))
-    git(history, "commit", "-qam", "a decision by a control sequence")
-    _assert_refused(history, "state/2026-W33-0/approval.yaml", "invalid --by", capsys)
