@@ -40,24 +40,25 @@ def text(value: object) -> str:
 
 
 _ZW = "\u200b"  # only ever ours: ``text`` has already escaped every one that came from state
-_MARKDOWN = str.maketrans(
-    {
-        **{ch: "\\" + ch for ch in "\\`*_[]!|~$"},
-        "<": "&lt;",
-        ">": "&gt;",
-        "&": "&amp;",
-        "@": "@&#8203;",
-        "#": "\\#&#8203;",
-        _ZW: "&#8203;",
-    }
-)
+_MARKDOWN = {
+    **{ch: "\\" + ch for ch in "\\`*_[]!|~$"},
+    "<": "&lt;",
+    ">": "&gt;",
+    "&": "&amp;",
+    "@": "@&#8203;",
+    "#": "\\#&#8203;",
+    _ZW: "&#8203;",
+}
+_SPECIAL = re.compile("[" + re.escape("".join(_MARKDOWN)) + "]")
 _LINKISH = re.compile(r"(?i)(:)(//)|(w)(ww\.)")
 
 
 def markdown(value: object) -> str:
     """``value`` as literal text inside a Markdown paragraph or table cell (CommonMark and GitHub)."""
-    s = _LINKISH.sub(lambda m: _ZW.join(g for g in m.groups() if g is not None), text(value))
-    return s.translate(_MARKDOWN)
+    s = text(value)
+    if "//" in s or "ww" in s or "WW" in s or "wW" in s or "Ww" in s:
+        s = _LINKISH.sub(lambda m: _ZW.join(g for g in m.groups() if g is not None), s)
+    return _SPECIAL.sub(lambda m: _MARKDOWN[m[0]], s)
 
 
 def markdown_code(value: object) -> str:
