@@ -14,7 +14,11 @@ def run_handled(command: Callable[[], int]) -> int:
         return command()
     except JobstateError as exc:
         label = "" if exc.exit_code == 0 or isinstance(exc, CommandFailed) else "error: "
-        print(f"jobstate: {label}{exc}", file=sys.stderr)
+        # messages may quote state (file names, fields): shown, never obeyed by the terminal;
+        # imported here, not at start-up: the lock-free retry path stays light
+        from jobstate.review import escape  # noqa: PLC0415
+
+        print(f"jobstate: {label}{escape.text(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("jobstate: interrupted", file=sys.stderr)

@@ -127,7 +127,21 @@ DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
     "approve": ("approve", ("options", "episode", "by", "reject", "reason")),
     "complete": ("complete", ("options", "episode", "as_json")),
     "retire": ("retire", ("options", "episode", "by", "reason", "as_json")),
-    "verify": ("verify", ("repo", "rev", "against", "strict", "fmt", "jobs", "uncommitted_ok", "require_signed")),
+    "verify": (
+        "verify",
+        (
+            "repo",
+            "rev",
+            "against",
+            "strict",
+            "fmt",
+            "jobs",
+            "uncommitted_ok",
+            "require_signed",
+            "allowed_signers",
+            "approvers",
+        ),
+    ),
     "diff": ("diff", ("repo", "base", "rev", "fmt", "max_chars", "output", "strict")),
     "report": ("report", ("repo", "rev", "period", "since", "until", "fmt", "max_chars", "output")),
     "migrate": ("migrate", ("options", "dry_run")),
@@ -373,7 +387,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--require-signed",
         action="store_true",
-        help="every commit changing state/ or history/ (since --against BASE) must pass git verify-commit",
+        help="every commit changing state/, history/ or jobstate.yaml (since --against BASE) must carry a good "
+        "signature from a trusted key (refused in a shallow clone)",
+    )
+    p.add_argument(
+        "--allowed-signers",
+        metavar="FILE",
+        help="the ssh keys trusted for --require-signed (allowed-signers format), "
+        "instead of gpg.ssh.allowedSignersFile",
+    )
+    p.add_argument(
+        "--approvers",
+        metavar="FILE",
+        help="allowed-signers file of who may decide: every approve, reject, resolve and complete commit "
+        "(since --against BASE) must be signed by one of its keys",
     )
 
     def max_chars(p: argparse.ArgumentParser) -> None:

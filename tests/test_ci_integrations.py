@@ -93,7 +93,7 @@ def _run_action(repo: Path, action_path: Path, inputs: dict[str, str], base: str
     assert action["runs"]["using"] == "composite"
     given = {name: spec.get("default", "") for name, spec in action["inputs"].items()}
     given.update(inputs)
-    ctx = {"inputs": given, "github": {"event": {"pull_request": {"base": {"sha": base}}}}}
+    ctx = {"inputs": given, "github": {"event": {"pull_request": {"base": {"sha": base}} if base else {}}}}
     summary = repo.parent / "summary.md"
     summary.write_text("")
     env = {
@@ -157,6 +157,25 @@ def test_action_installs_jobstate_summarises_the_diff_and_verifies(
     assert (history.parent / "summary.md").read_text() == summary
 
 
+def test_a_pull_request_with_an_alarm_fails_the_job_after_writing_the_summary(
+    history: Path, action_checkout: Path
+) -> None:
+    base = git(history, "rev-parse", "HEAD").strip()
+    costs = history / "state/2026-W33-0/costs.yaml"
+    costs.write_text(costs.read_text().replace("amount: '12.40'", "amount: '1.24'", 1))
+    git(history, "commit", "-qam", "a rewritten cost, no label, nothing else")
+    bin_dir = Path(sys.executable).parent
+    code, out = _run_action(history, action_checkout, {"install": "false", "strict": "false"}, base, bin_dir)
+    assert code == 1, out
+    summary = (history.parent / "summary.md").read_text()
+    assert "> [!CAUTION]\n> **Changes that should never happen (2)**" in summary  # and a completed one edited
+    assert "cost entry rewritten" in summary
+    assert "::error title=jobstate diff::changes that should never happen" in out
+    # verify --against the base ran too, unlabelled: the rewritten entry is not preserved
+    assert "::error title=jobstate verify --against" in out
+    assert "cost entry ('generate', '12.40', 'USD', 'task-1'): 1 in base, 0 now" in out
+
+
 def test_action_without_a_base_skips_the_summary_and_still_verifies(history: Path, action_checkout: Path) -> None:
     bin_dir = Path(sys.executable).parent
     code, out = _run_action(history, action_checkout, {"install": "false", "strict": "false"}, "", bin_dir)
@@ -195,12 +214,37 @@ def test_pre_commit_hook_checks_staged_state_and_history_changes(history: Path) 
     assert without.returncode == 1, "without --uncommitted-ok the staged change itself would fail the hook"
 
 
-def test_example_workflow_uses_the_action_and_no_placeholder() -> None:
+def test_the_workflow_runs_the_base_revisions_action_on_the_pull_request_as_data() -> None:
     text = (ROOT / ".github/workflows/verify.yml").read_text()
     assert "OWNER" not in text
     workflow = loads(text, "verify.yml")
-    uses = [s["uses"] for s in workflow["jobs"]["verify"]["steps"] if "uses" in s]
-    assert "./" in uses
-    assert (ROOT / "action.yml").is_file()
+    steps = workflow["jobs"]["verify"]["steps"]
+    checkouts = [s for s in steps if str(s.get("uses", "")).startswith("actions/checkout@")]
+    reviewer = next(s["with"] for s in checkouts if s["with"]["path"] == "reviewer")
+    assert reviewer["ref"].startswith("${{ github.event.pull_request.base.sha ")
+    action_steps = [s for s in steps if str(s.get("uses", "")).startswith("./")]
+    assert [s["uses"] for s in action_steps] == ["./reviewer"]  # never ./ : the pull request's own code
+    assert action_steps[0]["with"]["path"] == "reviewed"
+    assert "labels" not in text  # --against runs on every pull request
     action = (ROOT / "action.yml").read_text()
     assert 'pip install --quiet "$GITHUB_ACTION_PATH"' in action
+    assert "--strict" in action
+
+
+def test_pre_push_hook_fails_on_a_change_that_should_never_happen(history: Path) -> None:
+    hooks = loads((ROOT / ".pre-commit-hooks.yaml").read_bytes(), ".pre-commit-hooks.yaml")
+    hook = next(h for h in hooks if h["id"] == "jobstate-diff")
+    assert hook["stages"] == ["pre-push"]
+    argv = shlex.split(hook["entry"])
+    bin_dir = Path(sys.executable).parent
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(history.parent)}
+    base = git(history, "rev-parse", "HEAD").strip()
+    env |= {"PRE_COMMIT_FROM_REF": base, "PRE_COMMIT_TO_REF": "HEAD"}
+    (history / "state/2026-W34-0/episode.yaml").unlink()
+    git(history, "commit", "-qam", "an episode deleted")
+    proc = subprocess.run(argv, cwd=history, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "episode deleted" in proc.stdout
+    env["PRE_COMMIT_TO_REF"] = base
+    clean = subprocess.run(argv, cwd=history, env=env, capture_output=True, text=True, check=False)
+    assert clean.returncode == 0, clean.stderr

@@ -83,6 +83,8 @@ def test_updated_merges_changes_after_the_fields_and_checks_them_again() -> None
         ({"reservation": {"amount": "5", "currency": "usd"}}, "invalid currency 'usd'"),
         ({"settled": "yes"}, "settled must be a mapping"),
         ({"resolution": ["ops"]}, "resolution must be a mapping"),
+        ({"resolution": {"decision": "accepted", "by": "ops\x1b[2J", "reason": "x"}}, "resolution: invalid --by"),
+        ({"resolution": {"decision": "accepted", "by": "ops", "reason": "a\0b"}}, "resolution: invalid reason"),
     ],
 )
 def test_a_malformed_attempt_is_state_invalid_naming_the_file_step_and_field(change: dict[str, Any], says: str) -> None:
@@ -133,7 +135,7 @@ _attempts = st.fixed_dictionaries(
     {"attempt": st.integers(1, 99), "state": st.sampled_from([s.value for s in AttemptState if s != "superseded"])},
     optional={
         "idempotency_key": _text,
-        "remote_ref": _text,
+        "remote_ref": _text.filter(str.isprintable),  # what validate_remote_ref (the writer's rule) accepts
         "reason": _text,
         "reservation": st.builds(
             lambda a, c: {"amount": a, "currency": c}, st.sampled_from(["0", "5", "12.40"]), st.sampled_from(["USD"])

@@ -72,7 +72,7 @@ def test_markdown_diff_fits_a_comment_and_says_what_was_left_out(big: Path, caps
     assert len(md) <= COMMENT_LIMIT
     assert len(md.encode()) <= COMMENT_LIMIT
     assert "**Cut to fit 65,536 characters.** Left out: Episodes allocated (5000 rows)" in md
-    assert md.rstrip().endswith("`jobstate diff HEAD~1 HEAD --format json`")
+    assert md.rstrip().endswith("`jobstate diff 'HEAD~1' HEAD --format json`")  # shell-quoted
 
 
 def test_markdown_report_fits_a_comment_and_keeps_unknown_steps(big: Path, capsys: pytest.CaptureFixture[str]) -> None:

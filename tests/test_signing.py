@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -79,7 +80,8 @@ def test_an_unsigned_commit_to_state_fails_require_signed(
     for args in (["verify"], ["verify", "--rev", "HEAD"], ["verify", "--against", signed_tip]):
         code, out, _err = _jobstate(signed_repo, capsys, *args, "--require-signed")
         assert code == 1, out
-        assert out.splitlines()[0] == f"commit {unsigned[:12]}: error: is not signed; it changes state/ or history/"
+        want = f"commit {unsigned[:12]}: error: is not signed; it changes state/, history/ or jobstate.yaml"
+        assert out.splitlines()[0] == want
         assert len(out.splitlines()) == 3 if "--against" in args else 2, out
     code, out, _err = _jobstate(signed_repo, capsys, "verify", "--require-signed", "--against", unsigned)
     assert code == 0, out
@@ -127,3 +129,127 @@ def test_init_under_a_failing_signing_setup_leaves_nothing(tmp_path: Path, capsy
     assert status(repo) == ""
     for left in ("state", "history", "jobstate.yaml", ".gitignore"):
         assert not (repo / left).exists()
+
+
+def _signed_by(repo: Path, key: Path) -> None:
+    git(repo, "config", "user.signingkey", str(key))
+
+
+def test_require_signed_refuses_in_a_shallow_clone_and_never_passes_there(
+    signed_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # an unsigned state commit followed by a signed one: depth 1 would show only the signed one
+    git(signed_repo, "config", "commit.gpgsign", "false")
+    assert _jobstate(signed_repo, capsys, "allocate", "--key", "a", "--week", "2026-W32")[0] == 0
+    git(signed_repo, "config", "commit.gpgsign", "true")
+    assert _jobstate(signed_repo, capsys, "allocate", "--key", "b", "--week", "2026-W32")[0] == 0
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{signed_repo}", str(shallow))
+    allowed = git(signed_repo, "config", "gpg.ssh.allowedSignersFile").strip()
+    git(shallow, "config", "gpg.ssh.allowedSignersFile", allowed)
+    for args in (["verify", "--rev", "HEAD", "--require-signed"], ["verify", "--rev", "HEAD", "--approvers", allowed]):
+        code, out, err = _jobstate(shallow, capsys, *args)
+        assert code == 2, out
+        assert "shallow clone" in err
+        assert "git fetch --unshallow" in err
+    git(shallow, "fetch", "-q", "--unshallow")
+    code, out, _err = _jobstate(shallow, capsys, "verify", "--rev", "HEAD", "--require-signed")
+    assert code == 1, out
+    assert "is not signed" in out
+
+
+def test_an_unsigned_change_to_jobstate_yaml_fails_require_signed(
+    signed_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = signed_repo / "jobstate.yaml"
+    config.write_text(config.read_text() + "# raised by hand\n")
+    git(signed_repo, "commit", "-q", "--no-gpg-sign", "-am", "settings, unsigned")
+    sha = git(signed_repo, "rev-parse", "HEAD").strip()
+    code, out, _err = _jobstate(signed_repo, capsys, "verify", "--rev", "HEAD", "--require-signed")
+    assert code == 1, out
+    assert f"commit {sha[:12]}: error: is not signed; it changes state/, history/ or jobstate.yaml" in out
+
+
+def test_allowed_signers_option_replaces_the_repositorys_trust(
+    signed_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other_signers"
+    other.write_text(f"someone@example.invalid {_key(tmp_path, 'someone').read_text()}")
+    code, out, _err = _jobstate(signed_repo, capsys, "verify", "--rev", "HEAD", "--require-signed")
+    assert code == 0, out
+    code, out, _err = _jobstate(
+        signed_repo, capsys, "verify", "--rev", "HEAD", "--require-signed", "--allowed-signers", str(other)
+    )
+    assert code == 1, out
+    assert "is signed by a key that is not trusted" in out
+    code, _out, err = _jobstate(
+        signed_repo, capsys, "verify", "--require-signed", "--allowed-signers", str(tmp_path / "missing")
+    )
+    assert code == 2
+    assert "cannot read the allowed-signers file" in err
+
+
+@pytest.fixture
+def approvers(signed_repo: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """An approvers file with the editor's key, and an outsider's key the repository trusts as a signer."""
+    editor = _key(tmp_path, "editor")
+    outsider = _key(tmp_path, "outsider")
+    allowed = Path(git(signed_repo, "config", "gpg.ssh.allowedSignersFile").strip())
+    allowed.write_text(allowed.read_text() + f"editor {editor.read_text()}" + f"outsider {outsider.read_text()}")
+    file = tmp_path / "approvers"
+    file.write_text(f"editor {editor.read_text()}")
+    return editor, file
+
+
+def test_an_approval_signed_outside_the_approvers_file_fails_verify(
+    signed_repo: Path, tmp_path: Path, approvers: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    editor, file = approvers
+    base = git(signed_repo, "rev-parse", "HEAD").strip()
+    assert _jobstate(signed_repo, capsys, "allocate", "--key", "a", "--week", "2026-W32")[0] == 0
+    _signed_by(signed_repo, editor)
+    assert _jobstate(signed_repo, capsys, "approve", "--episode", "2026-W32-0", "--by", "editor")[0] == 0
+    code, out, _err = _jobstate(
+        signed_repo, capsys, "verify", "--rev", "HEAD", "--against", base, "--approvers", str(file)
+    )
+    assert code == 0, out  # the allocation is no decision; the approval is the editor's
+    _signed_by(signed_repo, tmp_path / "outsider.pub")
+    code, _out, err = _jobstate(
+        signed_repo, capsys, "approve", "--episode", "2026-W32-0", "--by", "editor", "--reject", "--reason", "no"
+    )
+    assert code == 0, err
+    sha = git(signed_repo, "rev-parse", "HEAD").strip()
+    assert _jobstate(signed_repo, capsys, "verify", "--rev", "HEAD", "--require-signed")[0] == 0  # a trusted signer
+    code, out, _err = _jobstate(
+        signed_repo, capsys, "verify", "--rev", "HEAD", "--against", base, "--approvers", str(file)
+    )
+    assert code == 1, out
+    assert out.splitlines()[0].startswith(
+        f"commit {sha[:12]}: error: records a decision but is not signed by a key of the approvers file"
+    )
+
+
+def test_diff_shows_the_verified_signer_and_a_mismatch_is_an_alarm(
+    signed_repo: Path, tmp_path: Path, approvers: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    editor, _file = approvers
+    assert _jobstate(signed_repo, capsys, "allocate", "--key", "a", "--week", "2026-W32")[0] == 0
+    assert _jobstate(signed_repo, capsys, "allocate", "--key", "b", "--week", "2026-W32")[0] == 0
+    base = git(signed_repo, "rev-parse", "HEAD").strip()
+    _signed_by(signed_repo, editor)
+    assert _jobstate(signed_repo, capsys, "approve", "--episode", "2026-W32-0", "--by", "editor")[0] == 0
+    code, out, _err = _jobstate(signed_repo, capsys, "diff", base, "--strict")
+    assert code == 0, out
+    assert "editor (signed: editor)" in out
+    _signed_by(signed_repo, tmp_path / "outsider.pub")
+    assert _jobstate(signed_repo, capsys, "approve", "--episode", "2026-W32-1", "--by", "editor")[0] == 0
+    code, out, _err = _jobstate(signed_repo, capsys, "diff", base, "--strict", "--format", "json")
+    assert code == 1, out
+    alarms = json.loads(out)["alarms"]
+    assert alarms == [
+        {
+            "kind": "decision signer mismatch",
+            "episode": "2026-W32-1",
+            "message": "approved by 'editor' but signed by 'outsider'",
+        }
+    ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from jobstate.commands._output import print_json
 from jobstate.core.periods import parse_period
+from jobstate.review import escape
 from jobstate.review.episode_view import describe
 from jobstate.store.store import StoreOptions
 
@@ -18,5 +19,5 @@ def list_episodes(options: StoreOptions, *, period: str | None, as_json: bool) -
         print_json(episodes)
     else:
         for e in episodes:
-            print(f"{e['episode_id']}\t{e['status']}\t{e['allocation_key']}")
+            print("\t".join(escape.text(e[name]) for name in ("episode_id", "status", "allocation_key")))
     return 0

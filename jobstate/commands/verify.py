@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from jobstate.commands._output import note, print_json
 from jobstate.errors import STATE_INVALID, VERIFY_PROBLEMS
+from jobstate.review import escape
 from jobstate.review.annotations import github_annotations
 from jobstate.review.verify import Report
 from jobstate.review.verify import verify as verify_state
@@ -20,6 +23,8 @@ def verify(
     jobs: int | None,
     uncommitted_ok: bool = False,
     require_signed: bool = False,
+    allowed_signers: str | None = None,
+    approvers: str | None = None,
 ) -> int:
     """Check the state read-only; exit 1 when problems are found."""
     path = repo_path(repo)
@@ -30,6 +35,8 @@ def verify(
         workers=jobs,
         check_clean=not uncommitted_ok,
         require_signed=require_signed,
+        allowed_signers=None if allowed_signers is None else Path(allowed_signers),
+        approvers=None if approvers is None else Path(approvers),
     )
     if fmt == "json":
         print_json(report.to_json(strict))
@@ -47,17 +54,17 @@ def verify(
 def _print_text(report: Report, strict: bool) -> None:
     for problem in report.problems:
         level = "error" if strict or problem.severity == "error" else "warning"
-        print(f"{problem.path}: {level}: {problem.message}")
+        print(escape.text(f"{problem.path}: {level}: {problem.message}"))
     if report.against is not None:
         if not report.migrated:
-            print(f"against {report.against}: no episode migrated; every change checked against the record model")
+            print(escape.text(f"against {report.against}: no episode migrated; every change checked against the model"))
         elif report.differences:
-            print(f"against {report.against}: NOT preserved (base beside now):")
+            print(escape.text(f"against {report.against}: NOT preserved (base beside now):"))
             for line in report.differences:
-                print(f"  {line}")
+                print(f"  {escape.text(line)}")
         else:
             print(
-                f"against {report.against}: {report.migrated} migrated episode(s) preserved: "
+                f"against {escape.text(report.against)}: {report.migrated} migrated episode(s) preserved: "
                 "artifact hashes, cost entries and totals, "
                 "remote tasks, approvals, completion times"
             )

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from jobstate.core.clock import time_text
+from jobstate.core.names import validate_person, validate_reason
 from jobstate.core.records import mapping_of, one_of
-from jobstate.errors import StateInvalid
+from jobstate.errors import StateInvalid, UsageError
 
 SCHEMA = 1
 STATUSES = ("approved", "rejected")
@@ -39,9 +40,9 @@ class Decision(NamedTuple):
 
 def new_decision(status: str, by: str, at: str, reason: str | None) -> Decision:
     """A decision as ``jobstate approve`` records it."""
-    fields: dict[str, Any] = {"status": status, "by": by, "at": at}
+    fields: dict[str, Any] = {"status": status, "by": validate_person(by), "at": at}
     if reason:
-        fields["reason"] = reason
+        fields["reason"] = validate_reason(reason)
     return decision_from_yaml_dict(fields, "approve")
 
 
@@ -58,6 +59,12 @@ def decision_from_yaml_dict(data: Any, source: str) -> Decision:
     reason = data.get("reason")
     if reason is not None and not isinstance(reason, str):
         raise StateInvalid(f"{source}: a decision's reason must be text, found {reprlib.repr(reason)}")
+    try:  # the writer's rules (new_decision), so a reader never takes what approve would refuse
+        validate_person(by)
+        if reason is not None:
+            validate_reason(reason)
+    except UsageError as exc:
+        raise StateInvalid(f"{source}: the {status} decision: {exc}") from None
     return Decision(status, by, at, reason, dict(data))
 
 

@@ -12,8 +12,9 @@ import reprlib
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from jobstate.core.names import validate_artifact_path
 from jobstate.core.records import report_or_raise
-from jobstate.errors import StateInvalid
+from jobstate.errors import StateInvalid, UsageError
 
 SCHEMA = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -68,6 +69,10 @@ def artifact_map(value: Any, source: str, problems: list[str] | None = None) -> 
     out: dict[str, Artifact] = {}
     for name, record in value.items():
         try:
+            try:
+                validate_artifact_path(name)  # the writer's rule, so no reader sees a path it would refuse
+            except UsageError as exc:
+                raise StateInvalid(f"{source}: {exc}") from None
             out[str(name)] = artifact_from_yaml(record, source, str(name))
         except StateInvalid as exc:
             report_or_raise(exc, source, problems)

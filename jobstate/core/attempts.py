@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from jobstate.core.money import validate_charge_amount, validate_currency
+from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState, mapping_of, one_of, report_or_raise
 from jobstate.errors import StateInvalid, UsageError
 
@@ -86,6 +87,11 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
         if value is not None and (not isinstance(value, str) or not value):
             raise StateInvalid(f"{where}: {name} must be text, found {reprlib.repr(value)}")
         texts[name] = value
+    if texts["remote_ref"] is not None:
+        try:
+            validate_remote_ref(texts["remote_ref"])
+        except UsageError as exc:
+            raise StateInvalid(f"{where}: {exc}") from None
     mappings = {}
     for name in ("settled", "resolution"):
         value = data.get(name)
@@ -95,6 +101,8 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
     if state == AttemptState.SUPERSEDED and (mappings["resolution"] or {}).get("decision") != "superseded":
         # only an operator closes an attempt this way, and a new attempt (a new charge) follows it
         raise StateInvalid(f"{where}: superseded without the operator's decision (resolution: decision: superseded)")
+    if mappings["resolution"] is not None:
+        _check_resolution(mappings["resolution"], where)
     return Attempt(
         step=step,
         number=number,
@@ -107,6 +115,16 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
         resolution=mappings["resolution"],
         fields=dict(data),
     )
+
+
+def _check_resolution(resolution: Mapping[str, Any], where: str) -> None:
+    # resolve's rules for --by and --reason, so a reader never takes what resolve would refuse
+    try:
+        validate_person(resolution.get("by"))
+        if resolution.get("reason") is not None:
+            validate_reason(resolution["reason"])
+    except UsageError as exc:
+        raise StateInvalid(f"{where}: resolution: {exc}") from None
 
 
 def _reservation(value: Any, where: str) -> Reservation | None:
@@ -133,6 +151,11 @@ def submissions_from_yaml_dict(data: Any, source: str, problems: list[str] | Non
         raise StateInvalid(f"{source}: 'steps' must map step names to lists of attempts")
     out: Steps = {}
     for step, attempts in steps.items():
+        try:
+            validate_step(step)  # the writer's rule: a name no command would write is not read either
+        except UsageError as exc:
+            report_or_raise(StateInvalid(f"{source}: {exc}"), source, problems)
+            continue
         if not isinstance(attempts, list):
             report_or_raise(
                 StateInvalid(f"{source}: step {step!r}: attempts must be a list of mappings"), source, problems

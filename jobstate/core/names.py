@@ -11,6 +11,7 @@ from jobstate.errors import UsageError
 
 _STEP = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 MAX_REF = 200
+MAX_PERSON = 200
 
 
 def validate_step(step: object) -> str:
@@ -41,3 +42,17 @@ def validate_artifact_path(path: object) -> str:
     if any(part.startswith(".") for part in pure.parts) or (pure.name in RECORD_FILES and len(pure.parts) == 1):
         raise UsageError(f"artifact path {path!r} names a jobstate record or a hidden file or directory (.git, ...)")
     return path
+
+
+def validate_person(by: object) -> str:
+    """Who made a decision (``--by``): 1 to 200 printable characters, not only spaces."""
+    if not isinstance(by, str) or not by.strip() or len(by) > MAX_PERSON or not by.isprintable():
+        raise UsageError(f"invalid --by {reprlib.repr(by)}: say who decided in 1 to {MAX_PERSON} printable characters")
+    return by
+
+
+def validate_reason(reason: object) -> str:
+    """Why a decision was made: text (lines allowed, output escapes it); no NUL, which Git cannot carry."""
+    if not isinstance(reason, str) or "\0" in reason or any("\ud800" <= ch <= "\udfff" for ch in reason):
+        raise UsageError(f"invalid reason {reprlib.repr(reason)}: give text without NUL characters")
+    return reason

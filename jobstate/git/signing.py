@@ -9,6 +9,7 @@ the configured program and key (``gpg.format`` openpgp, ssh or x509,
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from jobstate.errors import UsageError
@@ -45,21 +46,107 @@ def signed_commit(cwd: Path, tree: str, parent: str | None, message: str) -> str
     return proc.stdout.decode("ascii").strip()
 
 
-def signature_problems(cwd: Path, tip: str, base: str | None, paths: tuple[str, ...]) -> list[tuple[str, str]]:
-    """(commit, problem) for every commit that changed ``paths`` (since ``base``) and does not verify.
+def refuse_shallow(cwd: Path) -> None:
+    """A shallow clone hides the commits before its cut: a signature check there proves nothing."""
+    proc = run_git(cwd, "rev-parse", "--is-shallow-repository", env=READ_ONLY_ENV)
+    if proc.stdout.decode("ascii", "replace").strip() == "true":
+        raise UsageError(
+            f"{cwd} is a shallow clone: its history is cut, so signatures cannot be checked; fetch the history "
+            "with: git fetch --unshallow (actions/checkout: fetch-depth: 0)"
+        )
 
-    A commit verifies when ``git verify-commit`` accepts it. This is a read-only operation.
+
+def _trust(allowed_signers: Path | None) -> tuple[str, ...]:
+    # an explicit file replaces the repository's: the pull request's config is not the reviewer's trust
+    return () if allowed_signers is None else ("-c", f"gpg.ssh.allowedSignersFile={allowed_signers}")
+
+
+def signatures(
+    cwd: Path, tip: str, base: str | None, paths: tuple[str, ...], *, allowed_signers: Path | None = None
+) -> list[tuple[str, str, str]]:
+    """(commit, ``%G?``, signer) of every commit that changed ``paths`` (since ``base``), oldest first.
+
+    ``G`` is a good signature from a trusted key: for ssh, one whose principal the allowed-signers
+    file lists (the signer is that principal); for openpgp, a key the keyring trusts. This is a
+    read-only operation; it refuses in a shallow clone.
     """
+    refuse_shallow(cwd)
     rng = [tip] + ([f"^{base}"] if base else [])
-    proc = run_git(cwd, "log", "--full-history", "--format=%H %G?", *rng, "--", *paths, env=READ_ONLY_ENV)
-    problems = []
-    for line in proc.stdout.decode("ascii", "replace").splitlines():
-        sha, _, status = line.partition(" ")
-        if status == "G":
-            continue
-        if status != "N":  # git's own verdict decides, with its trust settings
-            check = run_git(cwd, "verify-commit", sha, env=READ_ONLY_ENV, check=False)
-            if check.returncode == 0:
-                continue
-        problems.append((sha, _STATUS.get(status, f"does not verify ({status})")))
-    return problems
+    proc = run_git(
+        cwd,
+        *_trust(allowed_signers),
+        "log",
+        "--full-history",
+        "--reverse",
+        "--format=%H %G? %GS",
+        *rng,
+        "--",
+        *paths,
+        env=READ_ONLY_ENV,
+    )
+    out = []
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        sha, _, rest = line.partition(" ")
+        status, _, signer = rest.partition(" ")
+        out.append((sha, status, signer.strip()))
+    return out
+
+
+def signature_problems(
+    cwd: Path, tip: str, base: str | None, paths: tuple[str, ...], *, allowed_signers: Path | None = None
+) -> list[tuple[str, str]]:
+    """(commit, problem) for every commit that changed ``paths`` (since ``base``) without a good
+    signature (``%G?`` = G) from a trusted key. This is a read-only operation."""
+    found = signatures(cwd, tip, base, paths, allowed_signers=allowed_signers)
+    return [
+        (sha, _STATUS.get(status, f"does not verify ({status})")) for sha, status, _signer in found if status != "G"
+    ]
+
+
+def decision_commits(cwd: Path, tip: str, base: str | None, paths: tuple[str, ...]) -> list[str]:
+    """The commits (since ``base``) that record a decision: they change an approval.yaml or history/,
+    or add a line naming ``resolution`` to a submissions.yaml. Oldest first; read-only."""
+    rng = [tip] + ([f"^{base}"] if base else [])
+    proc = run_git(
+        cwd, "log", "--full-history", "--reverse", "-p", "--format=commit %H", *rng, "--", *paths, env=READ_ONLY_ENV
+    )
+    decisions: list[str] = []
+    sha, file = "", ""
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        if line.startswith("commit "):
+            sha = line[7:].strip()
+        elif line.startswith("+++ "):
+            file = line[4:]
+            if file.endswith("/approval.yaml") or file.startswith("b/history/"):
+                decisions.append(sha)
+        elif line.startswith("+") and file.endswith("/submissions.yaml") and re.search(r"\bresolution\b", line):
+            decisions.append(sha)
+    return list(dict.fromkeys(decisions))
+
+
+def signers_by_file(cwd: Path, base: str, rev: str, pathspec: str) -> dict[str, list[tuple[str, str]]]:
+    """(``%G?``, signer) of each commit in ``base..rev`` that changed a file matching ``pathspec``,
+    per file, oldest first; verified with the repository's trust settings. Read-only."""
+    proc = run_git(
+        cwd,
+        "-c",
+        "core.quotePath=false",
+        "log",
+        "--reverse",
+        "--format=>%G? %GS",
+        "--name-only",
+        f"{rev}",
+        f"^{base}",
+        "--",
+        pathspec,
+        env=READ_ONLY_ENV,
+    )
+    out: dict[str, list[tuple[str, str]]] = {}
+    current = ("N", "")
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        if line.startswith(">"):
+            status, _, signer = line[1:].partition(" ")
+            current = (status, signer.strip())
+        elif line:
+            out.setdefault(line, []).append(current)
+    return out

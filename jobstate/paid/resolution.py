@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
-from jobstate.core.names import validate_remote_ref, validate_step
+from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
 from jobstate.errors import AlreadyRecorded, StepRunning, SubmissionUnknown, UsageError
 from jobstate.paid.leftovers import running_steps
@@ -69,6 +69,8 @@ def resolve(
     validate_step(step)
     if not by.strip() or not reason.strip():
         raise UsageError("resolve needs --by NAME and --reason TEXT: the decision is recorded for review")
+    validate_person(by)
+    validate_reason(reason)
     ref = validate_remote_ref(accepted) if accepted is not None else None
     if supersede:
         return _supersede(store, episode_id, step, by=by, reason=reason, notify=notify)

@@ -18,6 +18,7 @@ from jobstate.core.model import Violation, appended
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
 from jobstate.git.history import removing_commit
+from jobstate.git.signing import signers_by_file
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
 from jobstate.review.changes import migrated_from, range_violations, state_violations
@@ -236,6 +237,7 @@ ALARM_ORDER = [
     "key moved",
     "episode rewritten",
     "decision rewritten",
+    "decision signer mismatch",
     "submission rewritten",
     "settings loosened",
     "migration drift",
@@ -277,6 +279,30 @@ def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
             result.alarms.insert(0, {"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})
 
 
+def _signers(path: Path, base: str, rev: str, result: Diff) -> None:
+    """Who signed each new decision: the last commits that changed its approval.yaml (one decision
+    each, as approve commits). A good signature whose principal is not ``by`` is an alarm."""
+    if not result.decisions:
+        return
+    commits = signers_by_file(locate(path), base, rev, "state/*/approval.yaml")
+    per_episode: dict[str, list[dict[str, Any]]] = {}
+    for row in result.decisions:
+        per_episode.setdefault(str(row["episode_id"]), []).append(row)
+    for eid, rows in per_episode.items():
+        found = commits.get(f"state/{eid}/approval.yaml", [])[-len(rows) :]
+        for row, (status, signer) in zip(rows[-len(found) :] if found else [], found, strict=True):
+            row["signature"], row["signer"] = status, signer or None
+            if status == "G" and signer != row["by"]:
+                result.alarms.append(
+                    {
+                        "kind": "decision signer mismatch",
+                        "episode": eid,
+                        "message": f"{row['status']} by {row['by']!r} but signed by {signer!r}",
+                    }
+                )
+    result.alarms.sort(key=lambda a: ALARM_ORDER.index(a["kind"]) if a["kind"] in ALARM_ORDER else len(ALARM_ORDER))
+
+
 def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
     """What changed in state/ and history/ from ``base`` to ``rev``. This is a read-only operation."""
     old = read_state(path, base, progress=progress)
@@ -292,6 +318,7 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     add_alarms(result, per_commit)
     result.unreadable += notes
     _removals(locate(path), old, new, result)
+    _signers(path, base, rev, result)
     if result.migrations:
         snap = Revision(locate(path), rev)
         try:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobstate.errors import UsageError
+from jobstate.review import escape
 from jobstate.review.diff import Diff
 from jobstate.review.report import Report
 
@@ -41,6 +42,16 @@ def money(sums: dict[str, str]) -> str:
 
 def _s(value: Any) -> str:
     return "-" if value is None else str(value)
+
+
+def _by(decision: dict[str, Any]) -> str:
+    """``by`` and, beside it, what the decision's commit signature says of who made it."""
+    status, signer = decision.get("signature"), decision.get("signer")
+    if status == "G":
+        return f"{decision['by']} (signed: {signer})"
+    if status in (None, "N"):
+        return _s(decision["by"])
+    return f"{decision['by']} (signature not verified: {status})"
 
 
 def diff_sections(d: Diff) -> tuple[str, list[Section]]:
@@ -76,7 +87,7 @@ def diff_sections(d: Diff) -> tuple[str, list[Section]]:
     if d.budgets:
         out.append(Section("Budgets", ["budget", "use"], [[_s(b.get("name")), _s(b.get("use"))] for b in d.budgets]))
     if d.decisions:
-        rows = [[x["episode_id"], _s(x["status"]), _s(x["by"]), _s(x["reason"])] for x in d.decisions]
+        rows = [[x["episode_id"], _s(x["status"]), _by(x), _s(x["reason"])] for x in d.decisions]
         out.append(Section("Approvals and rejections", ["episode", "decision", "by", "reason"], rows))
     if d.completed:
         rows = [[c["episode_id"], c["completed_at"], money(c["cost_totals"])] for c in d.completed]
@@ -121,24 +132,21 @@ def report_sections(r: Report) -> tuple[str, list[Section]]:
 
 
 def to_text(head: str, sections: list[Section], empty: str = "") -> str:
-    """Plain text: a heading, then each section as aligned columns."""
-    lines = [head]
+    """Plain text: a heading, then each section as aligned columns (state content escaped)."""
+    lines = [escape.text(head)]
     if not sections and empty:
         lines.append(empty)
     for sec in sections:
         mark = "!! " if sec.loud else ""
         lines += ["", f"{mark}{sec.title} ({len(sec.rows)}):"]
         if sec.note:
-            lines.append(f"  {mark}{sec.note}")
-        widths = [max([len(h)] + [len(r[i]) for r in sec.rows]) for i, h in enumerate(sec.headers)]
-        for row in sec.rows:
+            lines.append(f"  {mark}{escape.text(sec.note)}")
+        rows = [[escape.text(c) for c in row] for row in sec.rows]
+        widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(sec.headers)]
+        for row in rows:
             cells = [c.ljust(min(w, 40)) for c, w in zip(row[:-1], widths, strict=False)] + row[-1:]
             lines.append(f"  {mark}" + "  ".join(cells).rstrip())
     return "\n".join(lines) + "\n"
-
-
-def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace("`", "\\`").replace("\n", " ")
 
 
 def _md_section(sec: Section, rows: list[list[str]], more: int = 0) -> str:
@@ -148,10 +156,10 @@ def _md_section(sec: Section, rows: list[list[str]], more: int = 0) -> str:
     else:
         parts.append(f"### {sec.title} ({len(sec.rows)})\n")
     if sec.note:
-        parts.append(f"{_cell(sec.note)}\n")
+        parts.append(f"{escape.markdown(sec.note)}\n")
     if rows:
         table = "| " + " | ".join(sec.headers) + " |\n|" + "---|" * len(sec.headers) + "\n"
-        parts.append(table + "".join("| " + " | ".join(_cell(c) for c in row) + " |\n" for row in rows))
+        parts.append(table + "".join("| " + " | ".join(escape.markdown(c) for c in row) + " |\n" for row in rows))
     if more:
         parts.append(f"\n*… and {more} more rows, left out to fit.*\n")
     return "\n".join(parts) + "\n"
@@ -165,7 +173,7 @@ def to_markdown(head: str, sections: list[Section], *, max_chars: int, full: str
     """Markdown of at most ``max_chars`` (UTF-8 bytes); ``full`` is the command that shows everything."""
     if max_chars < MIN_CHARS:
         raise UsageError(f"--max-chars {max_chars} is too small: give at least {MIN_CHARS}")
-    out = f"## {_cell(head)}\n\n" + (f"{empty}\n\n" if not sections and empty else "")
+    out = f"## {escape.markdown(head)}\n\n" + (f"{empty}\n\n" if not sections and empty else "")
     budget = max_chars - _MARKER_ROOM
     left_out: list[str] = []
     for sec in sections:
@@ -186,8 +194,8 @@ def to_markdown(head: str, sections: list[Section], *, max_chars: int, full: str
         left_out.append(f"{sec.title} ({len(sec.rows)} rows)")
     if left_out:
         out += (
-            f"---\n**Cut to fit {max_chars:,} characters.** Left out: {_cell(', '.join(left_out))}. "
-            f"Everything: `{full}`\n"
+            f"---\n**Cut to fit {max_chars:,} characters.** Left out: {escape.markdown(', '.join(left_out))}. "
+            f"Everything: {escape.markdown_code(full)}\n"
         )
     return out
 
@@ -204,12 +212,12 @@ def render(value: Diff | Report, fmt: str, *, max_chars: int = COMMENT_LIMIT) ->
     if isinstance(value, Diff):
         head, sections = diff_sections(value)
         empty = "No changes to the state." if value.empty() else ""
-        full = f"jobstate diff {value.base} {value.rev} --format json"
+        full = escape.shell_command("jobstate", "diff", value.base, value.rev, "--format", "json")
     else:
         head, sections = report_sections(value)
         empty = ""
-        span = "".join(f" --{k} {v}" for k, v in (("since", value.since), ("until", value.until)) if v)
-        full = f"jobstate report --rev {value.rev}{span} --format json"
+        span = [a for k, v in (("--since", value.since), ("--until", value.until)) if v for a in (k, v)]
+        full = escape.shell_command("jobstate", "report", "--rev", value.rev, *span, "--format", "json")
     if fmt == "text":
         return to_text(head, sections, empty)
     if fmt == "markdown":

@@ -17,6 +17,7 @@ from jobstate.core.records import AttemptState
 from jobstate.core.status import STATUSES
 from jobstate.errors import UsageError
 from jobstate.review.budget_use import budget_use
+from jobstate.review.escape import shell_command
 from jobstate.review.revision import StateView, read_state
 
 
@@ -110,8 +111,15 @@ def build_report(state: StateView, since: str | None = None, until: str | None =
                         "attempt": last.number,
                         "started_at": last.get("started_at"),
                         "idempotency_key": last.idempotency_key,
-                        "resolve": f"jobstate resolve --episode {v.episode_id} --step {step} "
-                        "(--accepted REMOTE_REF | --not-submitted) --by NAME --reason TEXT",
+                        "resolve": shell_command(
+                            "jobstate",
+                            "resolve",
+                            "--episode",
+                            v.episode_id,
+                            "--step",
+                            step,
+                            tail="(--accepted REMOTE_REF | --not-submitted) --by NAME --reason TEXT",
+                        ),
                     }
                 )
         out.episodes.append(

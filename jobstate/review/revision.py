@@ -22,6 +22,7 @@ from jobstate.core.costs import CostEntry, cost_list, costs_from_yaml_dict
 from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
 from jobstate.core.model import Settings
 from jobstate.core.periods import parse_episode_id, parse_period
+from jobstate.core.records import episode_from_yaml_dict
 from jobstate.core.status import episode_status
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.snapshot import Revision, locate
@@ -127,7 +128,8 @@ def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list
             raise StateInvalid("expected a mapping of episode fields")
         if "episode_id" in data:
             view.legacy = False
-            view.allocation_key = str(data.get("allocation_key"))
+            # the strict reader: a key or ID the writer would refuse makes the file unreadable here too
+            view.allocation_key = episode_from_yaml_dict(data, source, view.episode_id).allocation_key
             view.allocated_at = str(data.get("allocated_at"))
             view.migration = data.get("migration") if isinstance(data.get("migration"), dict) else None
         # legacy fields, kept byte for byte by a migration

@@ -38,11 +38,12 @@ from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
-from jobstate.git.signing import signature_problems
+from jobstate.git.signing import decision_commits, signature_problems, signatures
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
 from jobstate.review.changes import migrated_from, range_violations, state_violations
+from jobstate.review.escape import shell_command
 from jobstate.review.facts import (
     Facts,
     Problem,
@@ -314,7 +315,7 @@ def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: li
                 Problem(
                     path,
                     f"step {step!r} is unknown (intent without acceptance): "
-                    f"jobstate resolve --episode {f.episode_id} --step {step} ...",
+                    + shell_command("jobstate", "resolve", "--episode", f.episode_id, "--step", step, tail="..."),
                     "warning",
                 )
             )
@@ -536,17 +537,24 @@ def verify(
     workers: int | None = None,
     check_clean: bool = True,
     require_signed: bool = False,
+    allowed_signers: Path | None = None,
+    approvers: Path | None = None,
 ) -> Report:
     """Check the state at ``path`` (work tree, or ``rev`` from Git objects). Read-only.
 
     ``check_clean=False`` skips the check that the work tree is committed (a pre-commit
     hook checks staged changes before they are committed). With ``require_signed``, every
-    commit that changed state/ or history/ (since ``against``, if given) must be signed and
-    pass ``git verify-commit``.
+    commit that changed state/, history/ or jobstate.yaml (since ``against``, if given) must
+    carry a good signature from a trusted key (``allowed_signers`` replaces the repository's
+    gpg.ssh.allowedSignersFile). With ``approvers`` (an allowed-signers file), every commit that
+    records a decision must be signed by one of its keys. Both refuse in a shallow clone.
     """
     cwd = locate(path)
     if rev is None and is_bare(cwd):
         raise UsageError(f"{cwd} is a bare repository: pass --rev REV")
+    for given in (allowed_signers, approvers):
+        if given is not None and not given.is_file():
+            raise UsageError(f"cannot read the allowed-signers file {given}: give an existing file")
     snap: Snapshot = Revision(cwd, rev) if rev is not None else WorkTree(cwd)
     try:
         facts, report = collect(snap, workers=workers)
@@ -554,10 +562,15 @@ def verify(
         snap.close()
     if rev is None and check_clean:
         _check_clean(cwd, report)
+    tip = snap.commit if isinstance(snap, Revision) else "HEAD"
     if require_signed:
-        tip = snap.commit if isinstance(snap, Revision) else "HEAD"
-        for sha, problem in signature_problems(cwd, tip, against, ROOTS):
-            report.problems.append(Problem(f"commit {sha[:12]}", f"{problem}; it changes state/ or history/"))
+        signed = (*ROOTS, CONFIG_FILE)
+        for sha, problem in signature_problems(cwd, tip, against, signed, allowed_signers=allowed_signers):
+            report.problems.append(
+                Problem(f"commit {sha[:12]}", f"{problem}; it changes state/, history/ or jobstate.yaml")
+            )
+    if approvers is not None:
+        _check_approvers(cwd, tip, against, approvers, report)
     if against is not None:
         base_state = read_state(cwd, against, progress=False)
         new_state = read_state(cwd, rev or "HEAD", progress=False)
@@ -593,3 +606,16 @@ def preservation(cwd: Path, base: str, moves: dict[str, str], facts: dict[str, F
         snap.close()
     old = {origin: base_facts[origin] for origin in moves.values() if origin in base_facts}
     return compare(old, {eid: facts[eid] for eid in moves if eid in facts})
+
+
+def _check_approvers(cwd: Path, tip: str, against: str | None, approvers: Path, report: Report) -> None:
+    decided = set(decision_commits(cwd, tip, against, ROOTS))
+    for sha, status, signer in signatures(cwd, tip, against, ROOTS, allowed_signers=approvers):
+        if sha in decided and status != "G":
+            who = f" (signed by {signer})" if signer else ""
+            report.problems.append(
+                Problem(
+                    f"commit {sha[:12]}",
+                    f"records a decision but is not signed by a key of the approvers file {approvers}{who}",
+                )
+            )
