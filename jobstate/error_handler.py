@@ -16,7 +16,7 @@ def run_handled(command: Callable[[], int]) -> int:
         label = "" if exc.exit_code == 0 or isinstance(exc, CommandFailed) else "error: "
         # messages may quote state (file names, fields): shown, never obeyed by the terminal;
         # imported here, not at start-up: the lock-free retry path stays light
-        from jobstate.review import escape  # noqa: PLC0415
+        from jobstate.review import escape  # noqa: PLC0415 - start-up: not on the retry path
 
         print(f"jobstate: {label}{escape.text(exc)}", file=sys.stderr)
         return exc.exit_code
