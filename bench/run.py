@@ -38,6 +38,7 @@ from repos import (  # noqa: E402
     wait_for_gc,
     week_of,
 )
+from review import bench_review  # noqa: E402
 
 MODE = {"full": False}
 # (what, value, target text, met)
@@ -362,9 +363,16 @@ def bench_history() -> None:
         target("new allocation after an outside commit, after/before", ratios["outside"], 1.5, at_most=True)
 
 
+def bench_review_cost() -> None:
+    """verify and diff on 10,000 episodes beside the commit before the record model (issue 19)."""
+    for label, ratio in bench_review().items():
+        target(f"{label} at 10,000 episodes, after/before", ratio, 1.5, at_most=True)
+
+
 SECTIONS: dict[str, Callable[[], None]] = {
     "allocate": bench_allocate,
     "history": bench_history,
+    "review": bench_review_cost,
     "remote": bench_remote,
     "size": bench_size,
     "verify": bench_verify,

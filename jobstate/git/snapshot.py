@@ -109,8 +109,9 @@ class Revision(Snapshot):
         self._cache: dict[str, bytes] = {}
         self.files_cache: dict[str, FileEntry] = {}
 
-    def files(self) -> dict[str, FileEntry]:
-        proc = git_read(self.cwd, "ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, "--", *ROOTS)
+    def files(self, paths: tuple[str, ...] = ROOTS) -> dict[str, FileEntry]:
+        """The files under ``paths`` (state/ and history/ by default)."""
+        proc = git_read(self.cwd, "ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, "--", *paths)
         out: dict[str, FileEntry] = {}
         for item in proc.stdout.split(b"\0"):
             if not item:

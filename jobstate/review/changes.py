@@ -95,6 +95,31 @@ def state_violations(base: StateView, new: StateView) -> list[Violation]:
     return out
 
 
+def touched(cwd: Path, base: str, rev: str) -> set[str] | None:
+    """The episodes whose files differ between two revisions (None when git cannot say)."""
+    proc = git_read(
+        cwd, "diff-tree", "-r", "-z", "--no-renames", "--name-only", base, rev, "--", "state", "history", check=False
+    )
+    if proc.returncode != 0:
+        return None
+    paths = [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
+    return {name for name in map(_episode_of, paths) if name is not None}
+
+
+def change_violations(path: Path, base: str, rev: str) -> tuple[list[Violation], list[str], dict[str, str]]:
+    """The model's refusals from ``base`` to ``rev`` (as a whole, then commit by commit), notes, and the
+    migrations found (new ID -> legacy ID). Only the episodes the change touched are read: an untouched
+    one breaks no rule of change, and a key given to a touched one from an untouched one is a duplicate
+    key in ``rev``, which verify flags on the revision."""
+    cwd = locate(path)
+    only = touched(cwd, base, rev)
+    old = read_state(cwd, base, only=only, progress=False)
+    new = read_state(cwd, rev, only=only, progress=False)
+    found = state_violations(old, new)
+    per_commit, notes = range_violations(cwd, base, rev)
+    return found + [v for v in per_commit if v not in found], notes, migrated_from(old, new)
+
+
 def range_violations(path: Path, base: str, rev: str) -> tuple[list[Violation], list[str]]:
     """The model's refusals for each commit from ``base`` to ``rev`` on the first-parent line, and
     notes (a range too long to walk, a base that is no ancestor). Each commit is compared with its

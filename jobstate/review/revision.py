@@ -180,7 +180,13 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
     try:
         view = StateView(rev, snap.commit)
         _settings(snap, view)
-        files = snap.files()
+        if only is None:
+            files = snap.files()
+        else:  # a few episodes of a large state: list only theirs
+            wanted_paths = tuple(sorted(f"{p}/{n}" for n in only for p in ("state",))) + tuple(
+                sorted(f"history/{n}.yaml" for n in only)
+            )
+            files = snap.files(wanted_paths) if wanted_paths else {}
         wanted: list[tuple[str, str, str]] = []  # path, episode name, file name
         for p, entry in sorted(files.items()):
             parts = p.split("/")

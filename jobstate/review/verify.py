@@ -27,6 +27,7 @@ from jobstate.core.layout import (
     CONFIG_FILE,
     COSTS,
     RECORD_FILES,
+    STATE,
     SUBMISSIONS,
     episode_dir,
     is_retired_path,
@@ -39,10 +40,10 @@ from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
 from jobstate.git.signing import decision_commits, signature_problems, signatures
-from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, is_bare, locate
+from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
-from jobstate.review.changes import migrated_from, range_violations, state_violations
+from jobstate.review.changes import change_violations
 from jobstate.review.escape import shell_command
 from jobstate.review.facts import (
     Facts,
@@ -54,7 +55,6 @@ from jobstate.review.facts import (
     legacy_facts,
     read_reporting,
 )
-from jobstate.review.revision import read_state
 from jobstate.review.vanished import (
     catalog_knowledge,
     find_vanished,
@@ -506,6 +506,13 @@ def _check_clean(cwd: Path, report: Report) -> None:
         report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
 
 
+def _keys_at(cwd: Path, commit: str) -> dict[str, str | None]:
+    """The episodes ``commit`` has (ID -> key unknown): listed, not read, so a base costs one ls-tree."""
+    proc = git_read(cwd, "ls-tree", "-z", "--name-only", f"{commit}:{STATE}", check=False)
+    names = [n.decode("utf-8", "surrogateescape") for n in proc.stdout.split(b"\0") if n]
+    return dict.fromkeys((n for n in names if n != ".gitkeep"), None)
+
+
 def _check_vanished(cwd: Path, snap: Snapshot, report: Report, since: tuple[str, dict[str, str | None]] | None) -> None:
     """Flag every episode the history had that is gone without a tombstone (git rm, a revert, a reset,
     a merge that dropped it). In the work tree, the branch's reflog counts too (a reset keeps the old
@@ -572,22 +579,16 @@ def verify(
     if approvers is not None:
         _check_approvers(cwd, tip, against, approvers, report)
     if against is not None:
-        base_state = read_state(cwd, against, progress=False)
-        new_state = read_state(cwd, rev or "HEAD", progress=False)
-        report.against = f"{against} ({base_state.commit[:12]})"
-        moves = migrated_from(base_state, new_state)
+        base_snap = Revision(cwd, against)
+        base_snap.close()
+        report.against = base_snap.label
+        violations, notes, moves = change_violations(cwd, against, rev or "HEAD")
         report.migrated = len(moves)
         report.differences = preservation(cwd, against, moves, facts)
-        found = state_violations(base_state, new_state)
-        per_commit, notes = range_violations(cwd, against, rev or "HEAD")
-        for v in found + [v for v in per_commit if v not in found]:
-            report.problems.append(Problem(v.record, f"{v.kind}: {v.message}"))
+        report.problems += [Problem(v.record, f"{v.kind}: {v.message}") for v in violations]
         report.problems += [Problem(rev or "HEAD", note, "warning") for note in notes]
         # the base was checked when it was made: only what it had and the commits since are looked at
-        since: tuple[str, dict[str, str | None]] | None = (
-            base_state.commit,
-            {name: v.allocation_key for name, v in base_state.episodes.items()},
-        )
+        since: tuple[str, dict[str, str | None]] | None = (base_snap.commit, _keys_at(cwd, base_snap.commit))
     else:
         since = None
     _check_vanished(cwd, snap, report, since)
