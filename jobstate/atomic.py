@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -37,6 +38,30 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def atomic_dir(path: Path, files: dict[str, bytes]) -> None:
+    """Create the directory ``path`` holding ``files``, whole or not at all.
+
+    The files are written into a temp directory beside it, which is renamed into
+    place: a kill leaves either no ``path`` or ``path`` with every file, and at
+    worst a temp directory that the next command under the lock removes.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=path.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; an episode directory is as readable as any
+        for name, data in files.items():
+            atomic_write(tmp / name, data)
+        os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
     dfd = os.open(path.parent, os.O_RDONLY)
     try:

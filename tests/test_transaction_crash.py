@@ -126,3 +126,39 @@ def test_a_ref_lock_left_by_a_git_killed_with_jobstate_is_removed_by_the_next_co
     assert f"removed {lock}" in again.stderr
     assert not lock.exists()
     _assert_consistent(repo, ["victim"], "2026-W32")
+
+
+# Kill allocate inside the build of its new episode directory (issue 20: an empty state/<id>/ left by a
+# kill between the mkdir and the first file wedged every later allocate with exit 7).
+_KILL_IN_BUILD = """
+import os, signal, sys
+point = sys.argv[1]
+def hook(event, args):
+    if point == "mkdir" and event == "os.mkdir" and os.path.basename(str(args[0])).startswith(".tmp-"):
+        # after the temp directory exists, before any file is in it
+        sys.addaudithook(lambda e, a: e == "open" and os.kill(os.getpid(), signal.SIGKILL))
+    if point == "rename" and event == "os.rename" and os.path.isdir(str(args[0])):
+        os.kill(os.getpid(), signal.SIGKILL)
+sys.addaudithook(hook)
+from jobstate.main import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("point", ["mkdir", "rename"])
+def test_a_kill_while_a_new_episode_directory_is_built_wedges_nothing(repo: Path, point: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _KILL_IN_BUILD, point, "allocate", "--key", "k", "--week", "2026-W32"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert not (repo / "state" / "2026-W32-0").exists()  # whole or not at all
+    assert [p.name for p in (repo / "state").iterdir() if p.name.startswith(".tmp-")]  # the kill landed mid-build
+    again = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=repo)
+    assert (again.returncode, again.stdout.strip()) == (0, "2026-W32-0"), again.stderr
+    assert run_cli("allocate", "--key", "other", "--week", "2026-W32", cwd=repo).stdout.strip() == "2026-W32-1"
+    assert not [p for p in (repo / "state").iterdir() if p.name.startswith(".tmp-")]
+    assert status(repo) == ""

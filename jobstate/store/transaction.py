@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from jobstate.atomic import atomic_write
+from jobstate.atomic import atomic_dir, atomic_write
 from jobstate.core.layout import CONFIG_FILE, STATE, describes_episode
 from jobstate.errors import (
     ConcurrentUpdate,
@@ -215,18 +215,31 @@ def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, byte
     if not pending.materialize:
         return
     missing = [p for p in pending.materialize if p not in contents]
-    if not missing:
-        for rel in pending.materialize:
-            _put(store, rel, contents[rel])
-        return
-    in_commit = {path: sha for _mode, sha, path in store.git.ls_tree(pending.commit, *missing)}
-    with store.git.object_reader() as read:
-        for rel in pending.materialize:
-            _put(
-                store,
-                rel,
-                contents[rel] if rel in contents else (read(in_commit[rel])[1] if rel in in_commit else None),
-            )
+    wanted = {rel: contents[rel] for rel in pending.materialize if rel in contents}
+    if missing:
+        in_commit = {path: sha for _mode, sha, path in store.git.ls_tree(pending.commit, *missing)}
+        with store.git.object_reader() as read:
+            for rel in missing:
+                wanted[rel] = read(in_commit[rel])[1] if rel in in_commit else None
+    _put_all(store, {rel: wanted[rel] for rel in pending.materialize})
+
+
+def _put_all(store: Store, files: Mapping[str, bytes | None]) -> None:
+    """``_put`` each file; a new episode directory appears whole or not at all (``atomic_dir``): a kill
+    between its mkdir and its first file would leave an empty state/<id>/ that no command can tell from a
+    directory a user made."""
+    new_dirs: dict[str, dict[str, bytes]] = {}
+    for rel, data in files.items():
+        parts = rel.split("/")
+        fresh = len(parts) == 3 and parts[0] == STATE and not store.path(f"{STATE}/{parts[1]}").exists()
+        if data is not None and fresh:
+            new_dirs.setdefault(parts[1], {})[parts[2]] = data
+    for name, content in new_dirs.items():
+        atomic_dir(store.path(f"{STATE}/{name}"), content)
+    for rel, data in files.items():
+        parts = rel.split("/")
+        if not (len(parts) == 3 and parts[0] == STATE and parts[1] in new_dirs):
+            _put(store, rel, data)
 
 
 def _put(store: Store, rel: str, data: bytes | None) -> None:
@@ -361,8 +374,7 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
             before = {rel: store.path(rel).read_bytes() if store.path(rel).is_file() else None for rel in change.files}
             _write_undo(store, before, change.files)  # a kill from here on is undone by the next command
             try:
-                for rel, data in change.files.items():
-                    _put(store, rel, data)
+                _put_all(store, change.files)
                 landed = commit(store, cat, change.files, change.message) is not None
             except BaseException:
                 # refused, unreachable or interrupted: finish what landed, put back what did not

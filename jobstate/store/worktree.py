@@ -154,6 +154,9 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
     with os.scandir(store.root / STATE) as it:
         entries = list(it)
     for entry in entries:
+        if entry.name.startswith(TEMP_PREFIX) and entry.is_dir(follow_symlinks=False):
+            _remove_killed_build(store, entry.name)
+            continue
         if entry.name.startswith("."):
             continue
         present.add(entry.name)
@@ -184,6 +187,15 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
     if not found:
         cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
     return found
+
+
+def _remove_killed_build(store: Store, name: str) -> None:
+    """Remove a new episode directory a killed command was building (``atomic_dir``): untracked and
+    unnamed, it never held an episode anyone was told about. A tracked one is Git's: left alone."""
+    rel = f"{STATE}/{name}"
+    if store.git.run("ls-files", "-z", "--", rel).stdout:
+        return
+    shutil.rmtree(store.path(rel), ignore_errors=True)
 
 
 def check_clean(store: Store, row: Row) -> bytes:
