@@ -39,11 +39,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    _fsync_dir(path.parent)
 
 
 def atomic_dir(path: Path, files: dict[str, bytes]) -> None:
@@ -63,7 +59,12 @@ def atomic_dir(path: Path, files: dict[str, bytes]) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    dfd = os.open(path.parent, os.O_RDONLY)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` survive a crash."""
+    dfd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dfd)
     finally:

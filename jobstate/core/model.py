@@ -191,19 +191,12 @@ def attempt_change(eid: str, old: Attempt, new: Attempt) -> list[Violation]:
     out: list[Violation] = []
     if new.state != old.state:
         allowed = TRANSITIONS[old.state]
+        rule = None
         if new.state not in allowed:
-            out.append(
-                Violation(
-                    "submission rewritten",
-                    eid,
-                    record_path(eid, SUBMISSIONS),
-                    f"{where} state",
-                    old.state.value,
-                    new.state.value,
-                    f"{old.state.value} may become only {', '.join(s.value for s in allowed) or 'nothing'}",
-                )
-            )
+            rule = f"{old.state.value} may become only {', '.join(s.value for s in allowed) or 'nothing'}"
         elif allowed[new.state] is not None and (new.resolution or {}).get("decision") != allowed[new.state]:
+            rule = f"needs the operator's decision {allowed[new.state]} (jobstate resolve)"
+        if rule is not None:
             out.append(
                 Violation(
                     "submission rewritten",
@@ -212,7 +205,7 @@ def attempt_change(eid: str, old: Attempt, new: Attempt) -> list[Violation]:
                     f"{where} state",
                     old.state.value,
                     new.state.value,
-                    f"needs the operator's decision {allowed[new.state]} (jobstate resolve)",
+                    rule,
                 )
             )
     for name, value in old.fields.items():

@@ -41,6 +41,15 @@ def _kind_of(text: str) -> str | None:
     return None
 
 
+def is_period(text: str) -> bool:
+    """Whether ``text`` is a canonical period ID (a legacy episode was named by its period alone)."""
+    try:
+        parse_period(text)
+    except UsageError:
+        return False
+    return True
+
+
 def parse_period(text: str, kind: str | None = None) -> Period:
     """Parse a canonical period ID; ``kind`` restricts it to one kind of period."""
     found = _kind_of(text) if isinstance(text, str) and text.isascii() else None

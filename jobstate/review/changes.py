@@ -10,8 +10,7 @@ from pathlib import Path
 
 from jobstate.core.layout import EPISODE_FILE, episode_dir, record_path
 from jobstate.core.model import Violation, episode_change, settings_change
-from jobstate.core.periods import parse_period
-from jobstate.errors import UsageError
+from jobstate.core.periods import is_period
 from jobstate.git.snapshot import git_read, locate
 from jobstate.review.revision import StateView, read_state
 
@@ -28,17 +27,9 @@ def migrated_from(base: StateView, new: StateView) -> dict[str, str]:
         if not isinstance(origin, str) or view.episode_id in base.episodes:
             continue
         old = base.episodes.get(origin)
-        if old is not None and old.legacy and _is_period(origin) and view.episode_id == f"{origin}-0":
+        if old is not None and old.legacy and is_period(origin) and view.episode_id == f"{origin}-0":
             out[view.episode_id] = origin
     return out
-
-
-def _is_period(name: str) -> bool:
-    try:
-        parse_period(name)
-    except UsageError:
-        return False
-    return True
 
 
 def state_violations(base: StateView, new: StateView) -> list[Violation]:

@@ -34,7 +34,7 @@ from jobstate.core.layout import (
 )
 from jobstate.core.model import attempts_violations, completion_problems
 from jobstate.core.names import validate_artifact_path
-from jobstate.core.periods import parse_period
+from jobstate.core.periods import is_period, parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
@@ -234,7 +234,7 @@ def _collect_episode(
     if not isinstance(data, dict):
         problems.append(Problem(episode_path, "expected a mapping of episode fields"))
         return None
-    legacy_name = _is_period(name)
+    legacy_name = is_period(name)
     if legacy_name and "episode_id" not in data:
         problems.append(
             Problem(base, f"legacy week-only ID {name}: run jobstate migrate to give it a versioned ID", "warning")
@@ -254,14 +254,6 @@ def _collect_episode(
     fill_from_episode_fields(f, data, episode_path, problems)
     _collect_records(snap, f, base, paths, problems)
     return f
-
-
-def _is_period(name: str) -> bool:
-    try:
-        parse_period(name)
-    except UsageError:
-        return False
-    return True
 
 
 def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], problems: list[Problem]) -> None:
@@ -337,7 +329,7 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         problems.append(Problem(path, "expected a mapping"))
         return
     episode = facts.get(name)
-    if _is_period(name) and "episode_id" not in data:
+    if is_period(name) and "episode_id" not in data:
         problems.append(Problem(path, f"legacy week-only history {name}: run jobstate migrate", "warning"))
         if episode is None:
             hist = Facts(name, legacy=True, period_id=name)
