@@ -18,7 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _make(target: str, **variables: str) -> subprocess.CompletedProcess[str]:
     bindir = Path(sys.executable).parent
-    args = ["make", "-s", "-C", str(ROOT), target, f"BIN={bindir}", f"STAMP={sys.executable}"]
+    # -o: never remake the install stamp; a fresh clone's pyproject.toml is newer than any stamp, and a
+    # reinstall here would rewrite .venv/bin/jobstate under the tests running beside this one
+    stamp = str(bindir / ".installed-by-tests")
+    args = ["make", "-s", "-C", str(ROOT), "-o", stamp, target, f"BIN={bindir}", f"STAMP={stamp}"]
     args += [f"{k}={v}" for k, v in variables.items()]
     return subprocess.run(args, capture_output=True, text=True, check=False)
 
