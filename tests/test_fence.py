@@ -277,3 +277,17 @@ def test_an_artifact_that_is_not_a_regular_file_with_one_link_is_refused(
     assert not (repo / EDIR / "final.mp4").exists()
     assert secret.read_text() == "the key"
     assert status(repo) == ""
+
+
+def test_an_artifact_written_into_the_episode_directory_is_refused_with_where_to_write_it(
+    repo: Path, episode: str
+) -> None:
+    old_style = (
+        "import json, os, pathlib\n"
+        "pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR'], 'final.mp4').write_text('video')\n"
+        "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({'artifacts': ['final.mp4']}))\n"
+    )
+    proc = _run(repo, "gen", stable_cmd(old_style))
+    assert proc.returncode == 2, proc.stderr
+    assert "write it into $JOBSTATE_OUTPUT_DIR (.jobstate/work/2026-W32-0/gen/1)" in proc.stderr
+    assert (repo / EDIR / "final.mp4").read_text() == "video"  # the user's to move: never moved by jobstate

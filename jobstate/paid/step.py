@@ -283,6 +283,12 @@ class PaidStep:
         eid = self.episode.episode_id
         target = f"{self.episode.directory}/{rel}"
         source = self.output_dir / rel
+        if not os.path.lexists(source) and os.path.lexists(self.directory / rel):
+            raise UsageError(
+                f"artifact {rel!r} was written into the episode directory {self.episode.directory}, which a step "
+                f"only reads: write it into $JOBSTATE_OUTPUT_DIR ({work_dir(eid, self.step, self.attempt)}) and "
+                f"jobstate moves it into the episode when it records it; move {target} there, then run this again"
+            )
         box: list[Artifact] = []
 
         def decide(_cat: Catalog) -> StateChange[None]:
