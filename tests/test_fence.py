@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.paid.step import paid_step
 from jobstate.store.episode_files import artifacts, cost_entries, submissions
 from jobstate.store.store import Store
 
@@ -291,3 +292,15 @@ def test_an_artifact_written_into_the_episode_directory_is_refused_with_where_to
     assert proc.returncode == 2, proc.stderr
     assert "write it into $JOBSTATE_OUTPUT_DIR (.jobstate/work/2026-W32-0/gen/1)" in proc.stderr
     assert (repo / EDIR / "final.mp4").read_text() == "video"  # the user's to move: never moved by jobstate
+
+
+def test_a_resumed_attempt_that_reports_an_artifact_moved_already_gets_its_record(store: Store, episode: str) -> None:
+    with pytest.raises(RuntimeError), paid_step(store, EID, "gen") as step:
+        step.accepted("task-1")
+        (step.output_dir / "a.txt").write_text("out")
+        first = step.artifact("a.txt")
+        raise RuntimeError("interrupted after the artifact was moved and committed")
+    with paid_step(store, EID, "gen") as step:
+        assert not (step.output_dir / "a.txt").exists()
+        assert step.artifact("a.txt") == first  # the resumed run reports it again: recognised, not refused
+    assert [a.state for a in submissions(store, EID)["gen"]] == ["completed"]

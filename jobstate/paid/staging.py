@@ -14,6 +14,7 @@ import errno
 import os
 import shutil
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from jobstate.core.layout import work_dir
@@ -81,9 +82,10 @@ def read_artifact(base: Path, rel: str) -> bytes:
         os.close(fd)
 
 
-def kept_outputs(store: Store, episode_id: str) -> dict[str, list[str]]:
+def kept_outputs(store: Store, episode_id: str, completed: Mapping[str, set[int]]) -> dict[str, list[str]]:
     """Staging directories of the episode's attempts that were not removed (an interrupted attempt's
-    output, kept for the operator): step -> repository-relative paths. This is a read-only operation."""
+    output, kept for the operator): step -> repository-relative paths. Those of ``completed`` attempts
+    (step -> numbers), whose removal a kill interrupted, are not named. This is a read-only operation."""
     base = store.path(work_dir(episode_id, "x")).parent
     out: dict[str, list[str]] = {}
     try:
@@ -93,7 +95,13 @@ def kept_outputs(store: Store, episode_id: str) -> dict[str, list[str]]:
     for step in steps:
         try:
             found = sorted(
-                (e.name for e in os.scandir(base / step) if e.is_dir(follow_symlinks=False) and _holds_files(e.path)),
+                (
+                    e.name
+                    for e in os.scandir(base / step)
+                    if e.is_dir(follow_symlinks=False)
+                    and _holds_files(e.path)
+                    and not (e.name.isdigit() and int(e.name) in completed.get(step, set()))
+                ),
                 key=lambda name: (len(name), name),
             )
         except OSError:

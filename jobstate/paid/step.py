@@ -284,6 +284,9 @@ class PaidStep:
         target = f"{self.episode.directory}/{rel}"
         source = self.output_dir / rel
         if not os.path.lexists(source) and os.path.lexists(self.directory / rel):
+            earlier = artifacts(self.store, eid).get(rel)
+            if earlier is not None and earlier.step == self.step and self.store.git.in_head(target):
+                return earlier  # moved and committed by an interrupted run of this step, which guard found intact
             raise UsageError(
                 f"artifact {rel!r} was written into the episode directory {self.episode.directory}, which a step "
                 f"only reads: write it into $JOBSTATE_OUTPUT_DIR ({work_dir(eid, self.step, self.attempt)}) and "
