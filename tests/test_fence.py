@@ -304,3 +304,29 @@ def test_a_resumed_attempt_that_reports_an_artifact_moved_already_gets_its_recor
         assert not (step.output_dir / "a.txt").exists()
         assert step.artifact("a.txt") == first  # the resumed run reports it again: recognised, not refused
     assert [a.state for a in submissions(store, EID)["gen"]] == ["completed"]
+
+
+def test_an_orphans_report_that_nothing_was_submitted_is_recorded_by_the_next_run(
+    repo: Path, episode: str, tmp_path: Path, store: Store
+) -> None:
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    script = (
+        "import json, os, pathlib, time\n"
+        f"if pathlib.Path({str(go)!r}).exists(): raise SystemExit(0)\n"  # the next run's attempt 2
+        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+        f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.02)\n"
+        "report = {'submitted': False, 'error': 'the vendor refused: quota'}\n"
+        "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps(report))\n"
+    )
+    proc = _start_run(repo, script, stderr=subprocess.DEVNULL)
+    _wait_for(ready, proc)
+    cmd_pid = int(ready.read_text())
+    proc.kill()
+    proc.wait(timeout=60)
+    go.write_text("go")
+    _gone(cmd_pid)
+    answer = run_cli("run", "--episode", EID, "--step", "gen", "--", *stable_cmd(script), cwd=repo)
+    assert answer.returncode == 0, answer.stderr
+    assert "says nothing was submitted: the vendor refused: quota; recorded as not submitted" in answer.stderr
+    attempts = submissions(store, EID)["gen"]
+    assert [(a.number, a.state) for a in attempts] == [(1, "not-submitted"), (2, "completed")]
