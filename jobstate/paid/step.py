@@ -130,13 +130,15 @@ def _refuse_difference(store: Store, directory: str, episode_id: str) -> None:
     if not dirty:
         return  # bytes differ only as a clean filter (Git LFS) makes them: as committed
     code, path = dirty[0]
-    what = {"??": "is not committed", "!!": "is git-ignored but inside the episode directory"}.get(
-        code, "differs from what is committed"
-    )
+    if code in ("??", "!!"):
+        what = "is not committed" if code == "??" else "is git-ignored but inside the episode directory"
+        fix = "move it out of the episode directory (or commit it)"
+    else:
+        what = "differs from what is committed"
+        fix = f"restore it (git checkout -- {_sh(path)}) or commit it"
     raise DirtyState(
         f"{path} in episode {episode_id} {what}: a paid step runs only on the episode exactly as committed; "
-        f"move it out, or commit or restore it (git checkout -- {_sh(path)}), then run this again "
-        f"({show}); nothing was run"
+        f"{fix}, then run this again ({show}); nothing was run"
     )
 
 
