@@ -20,6 +20,7 @@ from jobstate.store.episode_files import artifacts, cost_entries, submissions
 from jobstate.store.store import Store
 
 from .conftest import committed_files, git, run_cli, stable_cmd, status
+from .procs import wait_until_exited
 
 EID = "2026-W32-0"
 EDIR = f"state/{EID}"
@@ -147,13 +148,6 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
     assert path.exists(), f"jobstate run did not start CMD (exit {proc.poll()})"
 
 
-def _gone(pid: int) -> None:
-    deadline = time.monotonic() + 60
-    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-        time.sleep(0.02)  # an orphan is reaped by init; until then it may hold the lock
-    assert not os.path.exists(f"/proc/{pid}")
-
-
 REPORT = {"remote_ref": "task-5", "cost": {"amount": "12.40", "currency": "USD"}}
 
 
@@ -192,7 +186,7 @@ def test_an_orphaned_cmd_keeps_its_step_running_and_its_report_is_recorded_after
         assert git(repo, "rev-parse", "HEAD") == head
     finally:
         go.write_text("go")
-    _gone(cmd_pid)
+    wait_until_exited(cmd_pid)
     answer = run_cli("run", "--episode", EID, "--step", "gen", "--", *stable_cmd(script), cwd=repo)
     assert answer.returncode == 0, answer.stderr
     assert "names remote task task-5; recorded as accepted" in answer.stderr
@@ -324,7 +318,7 @@ def test_an_orphans_report_that_nothing_was_submitted_is_recorded_by_the_next_ru
     proc.kill()
     proc.wait(timeout=60)
     go.write_text("go")
-    _gone(cmd_pid)
+    wait_until_exited(cmd_pid)
     answer = run_cli("run", "--episode", EID, "--step", "gen", "--", *stable_cmd(script), cwd=repo)
     assert answer.returncode == 0, answer.stderr
     assert "says nothing was submitted: the vendor refused: quota; recorded as not submitted" in answer.stderr

@@ -17,6 +17,7 @@ from jobstate.store.episode_files import cost_entries
 from jobstate.store.store import Store
 
 from .conftest import stable_cmd, status
+from .procs import wait_until_exited
 
 EID = "2026-W32-0"
 
@@ -55,8 +56,7 @@ def _kill_both(proc: subprocess.Popen[bytes], ready: Path) -> None:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
     os.killpg(int(ready.read_text()), signal.SIGKILL)
-    while os.path.exists(f"/proc/{ready.read_text()}"):  # reaped by init: only then is the step lock free
-        time.sleep(0.02)
+    wait_until_exited(int(ready.read_text()))  # only then is the step lock it inherited free
 
 
 def _killed_after(repo: Path, tmp_path: Path, work: str) -> None:
