@@ -324,3 +324,15 @@ def test_an_orphans_report_that_nothing_was_submitted_is_recorded_by_the_next_ru
     assert "says nothing was submitted: the vendor refused: quota; recorded as not submitted" in answer.stderr
     attempts = submissions(store, EID)["gen"]
     assert [(a.number, a.state) for a in attempts] == [(1, "not-submitted"), (2, "completed")]
+
+
+def test_a_symlinked_staging_directory_is_refused_before_the_intent(repo: Path, episode: str, tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (repo / ".jobstate" / "work").symlink_to(tmp_path / "elsewhere")
+    cmd, ran = _marker_cmd(tmp_path)
+    proc = _run(repo, "gen", cmd)
+    assert proc.returncode == 2, proc.stderr
+    assert ".jobstate/work is a symlink" in proc.stderr
+    assert not ran.exists()
+    assert not any("submissions.yaml" in p for p in committed_files(repo))  # nothing to resolve afterwards
+    assert list((tmp_path / "elsewhere").iterdir()) == []

@@ -116,6 +116,27 @@ def _holds_files(path: str) -> bool:
         return any(True for _ in entries)
 
 
+def make_output_dir(store: Store, episode_id: str, step: str, attempt: int | None) -> Path:
+    """Create (or find) an attempt's staging directory (without ``attempt``: the step's, checked before
+    the intent is committed), refusing (exit 2) a symlink on the way: CMD's output, and what a later
+    removal deletes, stay inside ``.jobstate/work/``."""
+    rel = work_dir(episode_id, step, attempt)
+    parts = rel.split("/")
+    for n in range(1, len(parts) + 1):
+        here = store.path("/".join(parts[:n]))
+        if here.is_symlink():
+            raise UsageError(
+                f"{'/'.join(parts[:n])} is a symlink; jobstate's staging directories must be its own: remove it"
+            )
+        here.mkdir(exist_ok=True)
+    return store.path(rel)
+
+
 def remove_output_dir(store: Store, episode_id: str, step: str, attempt: int) -> None:
-    """Remove an ended attempt's staging directory (after the commit that ended it landed)."""
-    shutil.rmtree(store.path(work_dir(episode_id, step, attempt)), ignore_errors=True)
+    """Remove an ended attempt's staging directory (after the commit that ended it landed); never
+    through a symlink."""
+    rel = work_dir(episode_id, step, attempt)
+    parts = rel.split("/")
+    if any(store.path("/".join(parts[:n])).is_symlink() for n in range(1, len(parts) + 1)):
+        return
+    shutil.rmtree(store.path(rel), ignore_errors=True)

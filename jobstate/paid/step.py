@@ -57,7 +57,7 @@ from jobstate.git.headcheck import committed_files, matches_head, odd_entry
 from jobstate.hashing import sha256_bytes
 from jobstate.paid.leftovers import remove_temp_files, running_holder
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
-from jobstate.paid.staging import read_artifact, remove_output_dir
+from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import (
     approval_file,
@@ -374,9 +374,10 @@ def paid_step(
             holder,
         ) from None
     try:
+        make_output_dir(store, episode_id, step, None)  # a refusal here comes before the intent, not after
         handle = _begin(store, episode_id, step, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
         handle.lock = step_lock
-        handle.output_dir.mkdir(parents=True, exist_ok=True)
+        make_output_dir(store, episode_id, step, handle.attempt)
         yield handle
         if handle.state == AttemptState.NOT_SUBMITTED:
             remove_output_dir(store, episode_id, step, handle.attempt)
