@@ -89,7 +89,7 @@ def _measure(repo: Path, size: int, calls: int, paid: bool) -> dict[str, float]:
             with paid_step(store, episode_id(i % size), f"s{i}") as step:
                 step.accepted(f"task-{i}")
                 step.cost("1.25", "USD")
-                (step.directory / f"a{i}.txt").write_text(f"artifact {i}\n")
+                (step.output_dir / f"a{i}.txt").write_text(f"artifact {i}\n")
                 step.artifact(f"a{i}.txt")
 
         for r in range(3):  # interleaved rounds, so every side sees the same machine

@@ -179,7 +179,8 @@ not running elsewhere, not unknown, not completed), with this environment:
   JOBSTATE_EPISODE          the episode ID
   JOBSTATE_STEP             the step name
   JOBSTATE_IDEMPOTENCY_KEY  send it to the vendor: the same attempt always sends the same key
-  JOBSTATE_EPISODE_DIR      the episode directory; write artifacts here
+  JOBSTATE_EPISODE_DIR      the episode directory as committed: read from it, never write into it
+  JOBSTATE_OUTPUT_DIR       this attempt's own directory (.jobstate/work/ID/STEP/N): write outputs here
   JOBSTATE_REMOTE_REF       the vendor's task reference when resuming an accepted task (else unset)
   JOBSTATE_RESULT           the file CMD reports through (below)
   JOBSTATE_REPO             the state repository
@@ -194,7 +195,8 @@ write it early (as soon as the vendor accepted) and again at the end:
   error        why, with "submitted": false
   cost         one charge or a list of them; amounts are decimal strings, never JSON numbers;
                a charge reported again is not added twice, one that contradicts the ledger is exit 4
-  artifacts    paths inside JOBSTATE_EPISODE_DIR, recorded with sha256 and size, and committed
+  artifacts    paths inside JOBSTATE_OUTPUT_DIR (regular files, one link each), moved into the
+               episode directory under the same path, with sha256 and size, in the commit recording them
 Unknown fields, or exit 0 without a result file, get a warning on stderr.
 
 Money: --max-cost "12.40 USD" reserves the step's maximum against the period's budget before CMD

@@ -108,11 +108,12 @@ def _step(args: argparse.Namespace) -> int:
     if args.price is not None and _parse_amount(args.price) is None:
         raise _Exit(EXIT_USAGE, f"step: --price must be a non-negative decimal string, not {args.price!r}")
     result_path = Path(_env("JOBSTATE_RESULT"))
-    episode_dir = Path(_env("JOBSTATE_EPISODE_DIR"))
+    # outputs go to the attempt's staging directory; jobstate moves reported artifacts into the episode
+    output_dir = Path(_env("JOBSTATE_OUTPUT_DIR"))
     try:
-        episode_dir.mkdir(parents=True, exist_ok=True)
+        output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise _Exit(EXIT_USAGE, f"step: cannot use episode directory {episode_dir}: {err.strerror}") from err
+        raise _Exit(EXIT_USAGE, f"step: cannot use output directory {output_dir}: {err.strerror}") from err
     remote_ref = os.environ.get("JOBSTATE_REMOTE_REF", "")
 
     if remote_ref:
@@ -154,7 +155,7 @@ def _step(args: argparse.Namespace) -> int:
     if not isinstance(amount, str) or not isinstance(currency, str):
         raise _Exit(EXIT_VENDOR, f"step: vendor answer for {task_id} has no amount/currency")
     try:
-        _write_atomic(episode_dir / artifact, text)
+        _write_atomic(output_dir / artifact, text)
         _write_atomic(
             result_path,
             json.dumps(
@@ -180,7 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     step = sub.add_parser("step", help="paid step for jobstate run (reads JOBSTATE_* variables)")
     step.add_argument("--url", required=True, help="the simulator's URL, e.g. http://127.0.0.1:8765")
     step.add_argument("--kind", required=True, help="what the task makes, e.g. generate (also the artifact's name)")
-    step.add_argument("--artifact", help="file name to write in $JOBSTATE_EPISODE_DIR (default KIND.txt)")
+    step.add_argument("--artifact", help="file name to write in $JOBSTATE_OUTPUT_DIR (default KIND.txt)")
     step.add_argument("--price", help="this task's price, a decimal string (default: the server's)")
     try:
         args = parser.parse_args(argv)

@@ -51,3 +51,18 @@ def parse_json_lines(results: list[tuple[int, str, str]]) -> list[dict[str, obje
     for code, _out, err in results:
         assert code == 0, err
     return [json.loads(out) for _code, out, _err in results]
+
+
+def wait_until_exited(pid: int, timeout: float = 60) -> None:
+    """Wait for a process that is not our child (an orphaned CMD) to exit: gone, or a zombie, whose
+    descriptors (and so the step lock it inherited) the kernel has released already."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return
+        if stat.rpartition(")")[2].split()[0] == "Z":
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} still runs after {timeout:g}s")

@@ -43,7 +43,7 @@ def _paid(store: Store, eid: str, step: str, ref: str, *, amount: str, artifact:
         if handle.remote_ref is None:
             handle.accepted(ref)
         handle.cost(amount, "USD")
-        (handle.directory / artifact).write_text(f"{step} output of {eid} by {ref}\n")
+        (handle.output_dir / artifact).write_text(f"{step} output of {eid} by {ref}\n")
         handle.artifact(artifact)
 
 

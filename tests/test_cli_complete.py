@@ -96,6 +96,7 @@ def test_run_help_documents_the_environment_and_the_result_protocol(capsys: pyte
         "JOBSTATE_STEP",
         "JOBSTATE_IDEMPOTENCY_KEY",
         "JOBSTATE_EPISODE_DIR",
+        "JOBSTATE_OUTPUT_DIR",
         "JOBSTATE_REMOTE_REF",
         "JOBSTATE_RESULT",
         '"remote_ref"',

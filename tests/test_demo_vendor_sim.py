@@ -178,6 +178,7 @@ def run_step(
             "JOBSTATE_IDEMPOTENCY_KEY": key,
             "JOBSTATE_RESULT": str(tmp_path / result),
             "JOBSTATE_EPISODE_DIR": str(tmp_path / "episode"),
+            "JOBSTATE_OUTPUT_DIR": str(tmp_path / "episode"),
         }
     )
     env.pop("JOBSTATE_REMOTE_REF", None)

@@ -36,6 +36,12 @@ def _not_git(tmp_path: Path) -> Path:
     return path
 
 
+def _dirty_untracked(tmp_path: Path) -> Path:
+    repo = _allocated(tmp_path)
+    (repo / "state" / EID / "prompt.txt").write_text("shorter intro\n")
+    return repo
+
+
 def _dirty_modified(tmp_path: Path) -> Path:
     repo = _allocated(tmp_path)
     path = repo / "state" / EID / "episode.yaml"
@@ -82,7 +88,7 @@ KINDS: dict[str, tuple[Callable[[Path], Path], str, tuple[str, ...], int]] = {
     "malformed episode ID": (_allocated, "2026-W32", EPISODE_COMMANDS, errors.USAGE),
     "episode ID with a path in it": (_allocated, "../../etc", EPISODE_COMMANDS, errors.USAGE),
     "unknown episode": (_allocated, "2026-W32-7", EPISODE_COMMANDS, errors.EPISODE_UNKNOWN),
-    # (an untracked file in an episode is a killed step's output: put aside, see tests/test_leftovers.py)
+    "dirty state (untracked file)": (_dirty_untracked, EID, PAID_COMMANDS, errors.USAGE),
     "dirty state (modified record)": (_dirty_modified, EID, (*PAID_COMMANDS, "migrate"), errors.USAGE),
     "uninitialised repository": (
         _uninitialised,

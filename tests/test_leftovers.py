@@ -1,4 +1,5 @@
-"""What a killed jobstate run leaves in the episode directory does not wedge later runs (issue 10, classes 2-3)."""
+"""What a killed jobstate run leaves does not wedge later runs (issue 10, classes 2-3), and nothing a user
+put in the episode directory is moved or deleted (issue 20)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from jobstate.main import main
 from jobstate.store.episode_files import cost_entries
 from jobstate.store.store import Store
 
-from .conftest import git, stable_cmd, status
+from .conftest import stable_cmd, status
+from .procs import wait_until_exited
 
 EID = "2026-W32-0"
 
@@ -49,77 +51,92 @@ def _start_run(repo: Path, step: str, script: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _killed_after(repo: Path, tmp_path: Path, work: str) -> None:
-    """A run of generate whose CMD does ``work`` (Python), then is SIGKILLed with jobstate, as a group."""
-    ready = tmp_path / "ready"
-    script = f"import json, os, pathlib, time\n{work}pathlib.Path({str(ready)!r}).write_text('x')\ntime.sleep(600)\n"
-    proc = _start_run(repo, "generate", script)
-    _wait_for(ready, proc)
+def _kill_both(proc: subprocess.Popen[bytes], ready: Path) -> None:
+    """SIGKILL jobstate and CMD (its own session: its pid, written to ``ready``, is its group)."""
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
+    os.killpg(int(ready.read_text()), signal.SIGKILL)
+    wait_until_exited(int(ready.read_text()))  # only then is the step lock it inherited free
 
 
-def test_output_of_a_killed_run_is_put_aside_not_left_for_the_user(
+def _killed_after(repo: Path, tmp_path: Path, work: str) -> None:
+    """A run of generate whose CMD does ``work`` (Python), then is SIGKILLed with jobstate."""
+    ready = tmp_path / "ready"
+    script = (
+        f"import json, os, pathlib, time\n{work}pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    proc = _start_run(repo, "generate", script)
+    _wait_for(ready, proc)
+    _kill_both(proc, ready)
+
+
+def test_output_of_a_killed_run_stays_in_its_staging_directory_and_show_names_it(
     repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     work = (
-        "d = pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR'])\n"
+        "d = pathlib.Path(os.environ['JOBSTATE_OUTPUT_DIR'])\n"
         "(d / 'parts').mkdir()\n"
         "(d / 'parts' / 'out.bin').write_bytes(b'half a video')\n"
     )
     _killed_after(repo, tmp_path, work)
-    assert "state/2026-W32-0/parts/out.bin" in status(repo)
+    assert status(repo) == ""  # CMD never wrote into the episode directory
+    staged = repo / ".jobstate" / "work" / EID / "generate" / "1" / "parts" / "out.bin"
+    assert staged.read_bytes() == b"half a video"
 
     code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
     assert code == 6, err  # the right refusal: the attempt is unknown, not "the episode is dirty"
-    assert "moved state/2026-W32-0/parts/out.bin to .jobstate/leftovers/2026-W32-0/" in err
-    assert "nothing deleted" in err
-    kept = list((repo / ".jobstate" / "leftovers" / EID).glob("*/parts/out.bin"))
-    assert [p.read_bytes() for p in kept] == [b"half a video"]
-    assert status(repo) == ""
+    capsys.readouterr()
+    assert main(["--repo", str(repo), "show", EID]) == 0
+    assert "unrecorded_output:\n  generate:\n  - .jobstate/work/2026-W32-0/generate/1\n" in capsys.readouterr().out
 
     resolve = ["resolve", "--episode", EID, "--step", "generate", "--not-submitted", "--by", "ops", "--reason", "r"]
     assert _cli(repo, capsys, *resolve)[0] == 0
     code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
     assert code == 0, err
+    assert staged.read_bytes() == b"half a video"  # the interrupted attempt's output is the operator's
+    assert not (repo / ".jobstate" / "work" / EID / "generate" / "2").exists()  # recorded: removed
 
 
 @pytest.mark.parametrize("where", ["state/2026-W32-0/.tmp-k1ll3d", "state/2026-W32-0/sub/.tmp-x"])
-def test_a_killed_writes_temp_file_is_removed_under_the_lock(
+def test_a_killed_writes_temp_file_is_removed_under_the_lock_and_nothing_else(
     repo: Path, episode: str, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
     (repo / where).parent.mkdir(parents=True, exist_ok=True)
     (repo / where).write_bytes(b"schema: 1\nsteps: {gen")
     code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
-    assert code == 0, err
-    # jobstate's own temp files sit beside the records; one deeper is a step's, moved aside, never deleted
-    assert (f"removed {where}" if where.count("/") == 2 else f"moved {where} to .jobstate/leftovers/") in err
-    assert not (repo / where).exists()
-    assert status(repo) == ""
+    if where.count("/") == 2:
+        assert code == 0, err  # jobstate's own temp files sit beside the records: its own to remove
+        assert f"removed {where}" in err
+        assert not (repo / where).exists()
+        assert status(repo) == ""
+    else:
+        assert code == 2, err  # one deeper is not jobstate's: refused, never moved or deleted
+        assert f"{where} in episode {EID} is not committed" in err
+        assert (repo / where).read_bytes() == b"schema: 1\nsteps: {gen"
 
 
-def test_output_of_a_step_running_now_is_left_alone(
+def test_output_of_a_step_running_now_does_not_block_another_step(
     repo: Path, episode: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ready, go = tmp_path / "ready", tmp_path / "go"
     script = (
         "import os, pathlib, time\n"
-        "(pathlib.Path(os.environ['JOBSTATE_EPISODE_DIR']) / 'writing.bin').write_bytes(b'...')\n"
+        "(pathlib.Path(os.environ['JOBSTATE_OUTPUT_DIR']) / 'writing.bin').write_bytes(b'...')\n"
         f"pathlib.Path({str(ready)!r}).write_text('x')\n"
         f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
     )
     proc = _start_run(repo, "generate", script)
     try:
         _wait_for(ready, proc)
-        head = git(repo, "rev-parse", "HEAD")
         code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "render", "--", *stable_cmd("pass"))
-        assert code == 3, err  # refused while the other step may still be writing; nothing moved
-        assert "step generate of 2026-W32-0 is running now and has written state/2026-W32-0/writing.bin" in err
-        assert (repo / "state" / EID / "writing.bin").exists()
-        assert git(repo, "rev-parse", "HEAD") == head
+        assert code == 0, err  # generate writes in its own staging directory: the episode is as committed
+        assert (repo / ".jobstate" / "work" / EID / "generate" / "1" / "writing.bin").exists()
     finally:
         go.write_text("go")
         proc.wait(timeout=60)
+    assert proc.returncode == 0
+    assert status(repo) == ""
 
 
 def test_an_early_remote_ref_of_a_killed_run_is_taken_as_acceptance(
@@ -181,13 +198,12 @@ def test_a_charge_a_killed_run_reported_is_recorded_by_the_next_run(
         "import json, os, pathlib, time\n"
         f"if not os.environ.get('JOBSTATE_REMOTE_REF'):\n"
         f"    pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({report!r}))\n"
-        f"    pathlib.Path({str(ready)!r}).write_text('x')\n"
+        f"    pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
         "    time.sleep(600)\n"
     )
     proc = _start_run(repo, "generate", script)
     _wait_for(ready, proc)
-    os.killpg(proc.pid, signal.SIGKILL)  # charged and reported, then killed before jobstate recorded it
-    proc.wait(timeout=60)
+    _kill_both(proc, ready)  # charged and reported, then killed before jobstate recorded it
     code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd(script))
     assert code == 0, err
     assert "recorded 12.40 USD that an interrupted run" in err

@@ -46,7 +46,7 @@ def _build(repo: Path) -> Path:
         with paid_step(store, "2026-W34-0", "generate", max_cost="5.00 USD") as step:
             step.accepted("task-9")
             step.cost("2.00", "USD")
-            (step.directory / "out.txt").write_text("the episode\n")
+            (step.output_dir / "out.txt").write_text("the episode\n")
             step.artifact("out.txt")
         approve(store, "2026-W34-0", by="editor")
         eid = allocate(store, "scheduled-run:2026-08-22", W34).episode_id
@@ -467,7 +467,7 @@ def _apply(store: Store, op: str, n: int) -> None:
                 if step.remote_ref is None:
                     step.accepted(f"t{n}")
                 step.cost("1.00", "USD")
-                (step.directory / f"a{n}.txt").write_text(str(n))
+                (step.output_dir / f"a{n}.txt").write_text(str(n))
                 step.artifact(f"a{n}.txt")
         elif op == "unknown":
             with paid_step(store, eid, "gen"):

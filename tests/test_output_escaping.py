@@ -116,8 +116,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
                 resolve(store, eid, "generate", accepted=ref, by=by, reason=reason)
                 with paid_step(store, eid, "generate") as handle:
                     handle.cost("1.00", "USD")
-                    (handle.directory / artifact).parent.mkdir(parents=True, exist_ok=True)
-                    (handle.directory / artifact).write_text("output\n")
+                    (handle.output_dir / artifact).parent.mkdir(parents=True, exist_ok=True)
+                    (handle.output_dir / artifact).write_text("output\n")
                     handle.artifact(artifact)
                 approve(store, eid, by=by, reject=True, reason=reason)
                 try:

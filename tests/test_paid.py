@@ -57,7 +57,7 @@ def _dirty_modified(repo: Path, eid: str) -> None:
     path.write_text(path.read_text() + "# edited\n")
 
 
-# an untracked file is what a killed step left: put aside, not refused (tests/test_leftovers.py)
+# an untracked, ignored or replaced file is refused too, untouched: tests/test_fence.py
 @pytest.mark.parametrize("case", ["malformed", "path-trick", "unknown", "uncommitted", "modified"])
 def test_guard_refuses_before_credentials_or_client(store: Store, repo: Path, episode: str, case: str) -> None:
     target = {"malformed": "2026-W32", "path-trick": "../../etc", "unknown": "2026-W32-7"}.get(case, episode)
@@ -103,7 +103,7 @@ def test_happy_path_records_intent_ref_cost_artifact(
         key = step.idempotency_key
         task = submit(vendor.url, {"kind": "generate"}, step.idempotency_key)
         step.accepted(str(task["task_id"]))
-        (step.directory / "final.mp4").write_bytes(b"\x00video" * 1000)
+        (step.output_dir / "final.mp4").write_bytes(b"\x00video" * 1000)
         step.cost("12.40", "USD")
         step.artifact("final.mp4")
     subs = submissions(store, episode)["generate"]
@@ -318,8 +318,8 @@ def test_artifact_paths_that_escape_are_rejected(
 ) -> None:
     outside = tmp_path / "secret.txt"
     outside.write_text("secret")
-    edir = repo / "state" / episode
     with pytest.raises(RuntimeError), paid_step(store, episode, "generate") as step:
+        edir = step.output_dir
         (edir / "link-out").symlink_to(outside)
         (edir / "dir").mkdir()
         with pytest.raises(UsageError):
@@ -398,8 +398,8 @@ def test_fixed_clock_is_used_for_records(store: Store, episode: str) -> None:
 
 def test_artifact_through_a_symlinked_directory_or_into_dot_git_is_refused(store: Store, repo: Path) -> None:
     eid = allocate(store, "a", W32).episode_id
-    edir = repo / "state" / eid
     with pytest.raises(RuntimeError), paid_step(store, eid, "generate") as step:
+        edir = step.output_dir
         (edir / "real").mkdir()
         (edir / "real" / "f.txt").write_text("x")
         (edir / "sub").symlink_to("real")

@@ -3,6 +3,8 @@ commands are used to go on, as an honest operator would, and at the end nothing 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import random
 import signal
@@ -41,8 +43,20 @@ def _resolve_honestly(repo: Path, eid: str, vendor: VendorSimulator) -> None:
 LAST_ERR: list[str] = [""]
 
 
+def _kill_cmd(repo: Path, eid: str) -> None:
+    """SIGKILL the step's CMD too (its own session, named in the step lock it holds), as a whole-host
+    kill would; without this, it runs on as an orphan and the next runs wait for it (exit 3)."""
+    try:
+        holder = json.loads((repo / ".jobstate" / "steps" / f"{eid}.generate.lock").read_text() or "{}")
+    except (OSError, ValueError):
+        return
+    if holder.get("cmd_pid"):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(int(holder["cmd_pid"]), signal.SIGKILL)
+
+
 def _run_once(repo: Path, eid: str, cmd: list[str], kill_after: float | None, group: bool) -> int | None:
-    """One ``jobstate run``; with ``kill_after``, SIGKILL it (or its whole process group) then."""
+    """One ``jobstate run``; with ``kill_after``, SIGKILL it (or it and its CMD) then."""
     with subprocess.Popen(
         [sys.executable, "-m", "jobstate", "run", "--episode", eid, "--step", "generate", "--", *cmd],
         cwd=repo,
@@ -55,6 +69,7 @@ def _run_once(repo: Path, eid: str, cmd: list[str], kill_after: float | None, gr
         except subprocess.TimeoutExpired:
             if group:
                 os.killpg(proc.pid, signal.SIGKILL)
+                _kill_cmd(repo, eid)
             else:
                 proc.send_signal(signal.SIGKILL)
             proc.communicate()

@@ -49,7 +49,7 @@ def lfs_repo(repo: Path, tmp_path: Path) -> Path:
         episode = allocate(store, "k", parse_period("2026-W32")).episode_id
         with paid_step(store, episode, "generate") as step:
             step.accepted("task-1")
-            (step.directory / "final.mp4").write_bytes(VIDEO)
+            (step.output_dir / "final.mp4").write_bytes(VIDEO)
             step.artifact("final.mp4")
     clean = tmp_path / "lfs_clean.py"
     clean.write_text(CLEAN)
@@ -150,7 +150,7 @@ def test_recording_an_artifact_hashes_the_real_file_and_commits_what_git_add_wou
         paid_step(store, "2026-W32-0", "rework") as step,
     ):
         step.accepted("task-2")
-        (step.directory / "take2.mp4").write_bytes(media)
+        (step.output_dir / "take2.mp4").write_bytes(media)
         record = step.artifact("take2.mp4")
     path = "state/2026-W32-0/take2.mp4"
     assert record.sha256 == hashlib.sha256(media).hexdigest()

@@ -73,7 +73,7 @@ def _refuse_open(store: Store, episode_id: str) -> None:
     dirty = store.git.status(directory)
     steps = submissions(store, episode_id)
     running = running_steps(store, episode_id)
-    for step in sorted(set(steps) | running):
+    for step in sorted(set(steps) | set(running)):
         status = step_status(steps.get(step, []), running=step in running)
         if status in OPEN:
             raise StepRunning(

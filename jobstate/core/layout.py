@@ -40,6 +40,13 @@ def step_lock_path(episode_id: str, step: str) -> str:
     return f"{PRIVATE}/steps/{episode_id}.{step}.lock"
 
 
+def work_dir(episode_id: str, step: str, attempt: int | None = None) -> str:
+    """``.jobstate/work/<id>/<step>/<attempt>``: where one attempt's CMD writes its output (host-local,
+    git-ignored); reported artifacts move from there into the episode directory when recorded."""
+    base = f"{PRIVATE}/work/{episode_id}/{step}"
+    return base if attempt is None else f"{base}/{attempt}"
+
+
 def history_path(episode_id: str) -> str:
     """``history/<id>.yaml``."""
     return f"{HISTORY}/{episode_id}.yaml"

@@ -11,6 +11,7 @@ else (an extra, changed or missing file, an unusual mode) is left to
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from jobstate.errors import GitError
@@ -27,8 +28,34 @@ def committed_files(git: GitRepo, directory: str) -> dict[str, tuple[str, str]] 
         return None  # no HEAD yet
 
 
+def odd_entry(root: Path, directory: str) -> str | None:
+    """The first path at or under ``directory`` (its parents included) that Git cannot hold as a plain
+    file or directory: a symlink (a replaced or linked directory too), a fifo, a socket, a device; None
+    when there is none. Git itself reports a symlinked directory only as deleted files, and os.walk
+    follows a symlinked top directory, so this is looked at first. Read-only."""
+    parts = directory.split("/")
+    for n in range(1, len(parts) + 1):
+        rel = "/".join(parts[:n])
+        try:
+            mode = os.lstat(root / rel).st_mode
+        except FileNotFoundError:
+            return None  # a missing directory is git status's to name (its files are deleted)
+        if not stat.S_ISDIR(mode):
+            return rel
+    for here, dirs, files in os.walk(root / directory):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            path = os.path.join(here, name)
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                return os.path.relpath(path, root).replace(os.sep, "/")
+    return None
+
+
 def matches_head(git: GitRepo, root: Path, directory: str, committed: dict[str, tuple[str, str]]) -> bool:
     """True when the work tree's ``directory`` holds exactly ``committed``, byte for byte. Read-only."""
+    if odd_entry(root, directory) is not None:
+        return False
     seen = 0
     for here, dirs, files in os.walk(root / directory):
         dirs.sort()

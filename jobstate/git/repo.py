@@ -466,13 +466,15 @@ class GitRepo:
         """Whether HEAD contains ``path``. Read-only."""
         return self.run("cat-file", "-e", f"HEAD:{path}", check=False).returncode == 0
 
-    def status(self, *paths: str) -> list[tuple[str, str]]:
-        """(XY code, path) of changed and untracked files; takes no lock (GIT_OPTIONAL_LOCKS=0)."""
+    def status(self, *paths: str, ignored: bool = False) -> list[tuple[str, str]]:
+        """(XY code, path) of changed and untracked files (and with ``ignored``, git-ignored ones as
+        ``!!``); takes no lock (GIT_OPTIONAL_LOCKS=0)."""
         proc = self.run(
             "status",
             "--porcelain=v1",
             "-z",
             "--untracked-files=all",
+            *(["--ignored=traditional"] if ignored else []),
             "--no-renames",
             "--",
             *paths,

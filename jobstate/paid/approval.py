@@ -11,7 +11,7 @@ from jobstate.core.costs import totals
 from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.records import AttemptState
 from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, StepRunning, SubmissionUnknown, UsageError
-from jobstate.paid.leftovers import remove_temp_files, running_steps
+from jobstate.paid.leftovers import remove_temp_files, running_holder, running_steps
 from jobstate.paid.step import guard, resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import approval, approval_file, artifacts, cost_entries, record_change, submissions
@@ -59,8 +59,10 @@ def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
     steps = submissions(store, episode_id)
     busy = running_steps(store, episode_id, steps=steps)
     if busy:
+        who = "; ".join(f"{name}: {running_holder(holder)}" for name, holder in sorted(busy.items()))
         raise StepRunning(
-            f"cannot {action} {episode_id}: step {', '.join(sorted(busy))} is running now; wait for it to finish"
+            f"cannot {action} {episode_id}: step {', '.join(sorted(busy))} is running now ({who}); "
+            "wait for it to finish"
         )
     for step, attempts in steps.items():
         state = attempts[-1].state if attempts else None

@@ -15,7 +15,7 @@ from jobstate.core.clock import format_time
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
 from jobstate.errors import AlreadyRecorded, StepRunning, SubmissionUnknown, UsageError
-from jobstate.paid.leftovers import running_steps
+from jobstate.paid.leftovers import running_holder, running_steps
 from jobstate.paid.step import guard, resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import submissions, submissions_change
@@ -44,9 +44,11 @@ def _refuse_settled(episode_id: str, step: str, last: Attempt, ref: str | None) 
 
 
 def _refuse_running(store: Store, episode_id: str, step: str) -> None:
-    if running_steps(store, episode_id, steps=[step]):
+    running = running_steps(store, episode_id, steps=[step])
+    if running:
         raise StepRunning(
-            f"step {step} of {episode_id} is running now: nothing to decide while it runs; wait for it to finish"
+            f"step {step} of {episode_id} is running now ({running_holder(running[step])}): nothing to decide "
+            "while it runs; wait for it to finish"
         )
 
 

@@ -3,13 +3,22 @@
 The command runs without a shell, after the guard, with the ``JOBSTATE_*``
 environment; it reports through one JSON object in ``$JOBSTATE_RESULT``,
 which it may write early (as soon as the vendor accepted) and again at the end.
+It writes its outputs into ``$JOBSTATE_OUTPUT_DIR``, never into the episode directory.
+
+The command runs in its own session and inherits the step lock: killed jobstate or not, the
+step counts as running while the command lives. SIGTERM, SIGINT and SIGHUP that reach jobstate
+are passed on to the command's process group, and what it reports afterwards is recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
+import signal
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -55,6 +64,7 @@ def _environment(store: Store, episode_id: str, step_name: str, step: PaidStep, 
         JOBSTATE_IDEMPOTENCY_KEY=step.idempotency_key,
         JOBSTATE_RESULT=str(result),
         JOBSTATE_EPISODE_DIR=str(step.directory),
+        JOBSTATE_OUTPUT_DIR=str(step.output_dir),
         JOBSTATE_REPO=str(store.root),
     )
     env.pop("JOBSTATE_REMOTE_REF", None)
@@ -118,6 +128,16 @@ def _accept_early_report(
     except UsageError:
         return False  # half written by a killed CMD: it proves nothing
     ref = None if report is None else report.get("remote_ref")
+    if report is not None and ref is None and report.get("submitted") is False:
+        # an orphaned or interrupted CMD that said the vendor has nothing: a new attempt may start
+        error = str(report.get("error", "no reason given"))[:200]
+        reason = f"the command's result file {path.name}, written before it ended, says nothing was submitted: {error}"
+        try:
+            resolve(store, episode_id, step_name, accepted=None, by="jobstate", reason=reason, notify=notify)
+        except JobstateError:
+            return False
+        notify(f"step {step_name} attempt {unknown.attempt}: {reason}; recorded as not submitted")
+        return True
     if not isinstance(ref, str):
         return False
     reason = f"the command's result file {path.name}, written before it was interrupted, names remote task {ref}"
@@ -139,11 +159,11 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
     if step.remote_ref:
         notify(f"resuming remote task {step.remote_ref} of {step_name}")
     try:
-        proc = subprocess.run(list(command), env=env, check=False)
+        returncode = _run_command(step, command, env)
     except OSError as exc:
         step.not_submitted(f"command could not start: {exc.strerror}")
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
-    code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
+    code = returncode if returncode >= 0 else 128 - returncode  # killed by a signal: 128+N
     report = _read_report(result)
     if report is None:
         report = {}
@@ -167,6 +187,48 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         elif not_submitted:
             state = "not accepted"
         raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
+
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _run_command(step: PaidStep, command: Sequence[str], env: dict[str, str]) -> int:
+    """Run CMD to its end; its return code (negative: the signal that killed it).
+
+    CMD gets its own session (a signal meant for jobstate's group does not reach it twice) and the
+    step lock's descriptor: flock locks belong to the open file description, so the step stays locked
+    while CMD lives, even after jobstate is killed. Signals jobstate receives meanwhile go to CMD's
+    group; jobstate waits for CMD to end, so what CMD reports on its way out is recorded.
+    """
+    lock = step.lock
+    started: list[subprocess.Popen[bytes]] = []
+    early: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if not started:
+            early.append(signum)  # before CMD exists: passed on as soon as it does
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(started[0].pid, signum)
+
+    main_thread = threading.current_thread() is threading.main_thread()  # handlers only exist there
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED} if main_thread else {}
+    try:
+        proc = subprocess.Popen(
+            list(command), env=env, start_new_session=True, pass_fds=() if lock is None else (lock.fileno(),)
+        )
+        started.append(proc)
+        if lock is not None:
+            lock.note(cmd_pid=proc.pid, cmd=shlex.join(command)[:500])
+        for signum in early:
+            forward(signum, None)
+        returncode = proc.wait()
+        if lock is not None:
+            lock.note(cmd_pid=None, cmd=None)  # ended: jobstate alone holds the lock while it records
+        return returncode
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str], None]) -> None:

@@ -15,6 +15,7 @@ review.py) live elsewhere.
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from jobstate.core.layout import (
     episode_path,
     history_path,
     step_lock_path,
+    work_dir,
 )
 from jobstate.core.model import approved
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
@@ -48,14 +50,14 @@ from jobstate.errors import (
     JobstateError,
     StateInvalid,
     StepAlreadyCompleted,
-    StepRunning,
     SubmissionUnknown,
     UsageError,
 )
-from jobstate.git.headcheck import committed_files, matches_head
-from jobstate.hashing import sha256_file
-from jobstate.paid.leftovers import put_aside, running_steps
+from jobstate.git.headcheck import committed_files, matches_head, odd_entry
+from jobstate.hashing import sha256_bytes
+from jobstate.paid.leftovers import remove_temp_files, running_holder
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
+from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import (
     approval_file,
@@ -74,10 +76,13 @@ def guard(
     store: Store, episode_id: str, *, clean: bool = True, notify: Callable[[str], None] = lambda _line: None
 ) -> Episode:
     """Refuse unless the episode exists and is committed in HEAD (else EpisodeUnknown, exit 5),
-    its ID is well formed (else UsageError, exit 2) and its directory is clean (else DirtyState, exit 2).
+    its ID is well formed (else UsageError, exit 2) and its directory is exactly as HEAD has it
+    (else DirtyState, exit 2, naming the first file that differs and the git command that shows it).
 
-    Runs before anything a paid step does. With ``clean`` (under the lock), what a killed step
-    left in the episode directory is put aside first (jobstate.paid.leftovers) and ``notify`` told.
+    Runs before anything a paid step does. Exactly as HEAD means: no untracked, git-ignored,
+    modified or deleted file, no symlink, fifo or replaced directory, anywhere in it. Nothing a
+    user put there is moved or deleted: only ``.tmp-*`` files that jobstate's own killed atomic
+    writes left beside the records are removed, with ``clean`` (under the lock), and ``notify`` told.
     """
     try:
         parse_episode_id(episode_id)
@@ -97,24 +102,44 @@ def guard(
         )
     # cleanliness only means something under the lock: outside it, another step's write may be half done;
     # the common case, exactly as committed, is answered at a cost that does not grow with the state
-    exact = not clean or matches_head(store.git, store.root, directory, committed)
-    dirty = [] if exact else store.git.status(directory)
-    if dirty and put_aside(store, episode_id, dirty, format_time(store.now()), notify):
-        dirty = store.git.status(directory)
-    if dirty:
-        busy = running_steps(store, episode_id, other_than_us=True)
-        if busy and all(code == "??" for code, _path in dirty):
-            raise StepRunning(
-                f"step {', '.join(sorted(busy))} of {episode_id} is running now and has written {dirty[0][1]}, "
-                "not recorded yet: wait for it to finish, then run this again"
-            )
-        raise DirtyState(
-            f"{dirty[0][1]} in episode {episode_id} differs from what is committed; commit it or restore it "
-            f"(git checkout -- {dirty[0][1]}) before a paid step (git status -- {directory})"
-        )
+    if clean and not matches_head(store.git, store.root, directory, committed):
+        remove_temp_files(store, directory, notify)
+        if not matches_head(store.git, store.root, directory, committed):
+            _refuse_difference(store, directory, episode_id)  # unless git, which knows filters (LFS), sees none
     if store.path(history_path(episode_id)).exists():
         raise EpisodeUnknown(f"episode {episode_id} is already completed; nothing more can be paid for it")
     return store.episode(episode_id)
+
+
+def _sh(*argv: str) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _refuse_difference(store: Store, directory: str, episode_id: str) -> None:
+    """DirtyState naming what differs from HEAD in the episode directory (it is never moved or removed);
+    returns when git sees nothing: the fast check compares raw bytes, git applies clean filters."""
+    show = _sh("git", "status", "--ignored", "--", directory)
+    odd = odd_entry(store.root, directory)
+    if odd is not None:
+        raise DirtyState(
+            f"{odd} in episode {episode_id} is not a plain file or directory as committed (a symlink, a replaced "
+            f"directory, a fifo...): restore the directory as committed before a paid step (ls -l "
+            f"{_sh(odd)}; {show}); nothing was run"
+        )
+    dirty = store.git.status(directory, ignored=True)
+    if not dirty:
+        return  # bytes differ only as a clean filter (Git LFS) makes them: as committed
+    code, path = dirty[0]
+    if code in ("??", "!!"):
+        what = "is not committed" if code == "??" else "is git-ignored but inside the episode directory"
+        fix = "move it out of the episode directory (or commit it)"
+    else:
+        what = "differs from what is committed"
+        fix = f"restore it (git checkout -- {_sh(path)}) or commit it"
+    raise DirtyState(
+        f"{path} in episode {episode_id} {what}: a paid step runs only on the episode exactly as committed; "
+        f"{fix}, then run this again ({show}); nothing was run"
+    )
 
 
 def resolve_command(episode_id: str, step: str) -> str:
@@ -134,6 +159,7 @@ class PaidStep:
         self.step = step
         self._attempt = attempt
         self.resumed = attempt.remote_ref is not None
+        self.lock: FileLock | None = None  # the step lock, held by CMD too (run_protocol)
         self._ordinals: dict[str | None, int] = {}  # charges without a charge_id reported so far, per remote task
 
     @property
@@ -164,8 +190,15 @@ class PaidStep:
 
     @property
     def directory(self) -> Path:
-        """The episode directory, where artifacts are written."""
+        """The episode directory as committed: read committed files here, never write into it."""
         return self.store.path(self.episode.directory)
+
+    @property
+    def output_dir(self) -> Path:
+        """This attempt's staging directory (``.jobstate/work/<id>/<step>/<attempt>``): write outputs here;
+        an artifact reported by name moves from here into the episode directory in the commit that
+        records it. A resumed attempt finds what its earlier run left."""
+        return self.store.path(work_dir(self.episode.episode_id, self.step, self.attempt))
 
     def _update(self, message: str, change: dict[str, Any]) -> None:
         eid = self.episode.episode_id
@@ -241,34 +274,47 @@ class PaidStep:
         return transact(self.store, decide)
 
     def artifact(self, path: str) -> Artifact:
-        """Record (sha256 and size) and commit a file the step wrote inside the episode directory."""
+        """Record (sha256 and size) a file the step wrote in its output directory and commit it into the
+        episode directory under the same relative path; the staged file is removed once that landed.
+
+        The file must be a regular file with one link, reached without a symlink: it is opened once
+        (O_NOFOLLOW) under the lock, and what is hashed is exactly what is committed (UsageError,
+        exit 2, with the reason otherwise; nothing is recorded).
+        """
         rel = validate_artifact_path(path)
-        # no symlink anywhere on the way: not out of the directory, not even inside it
-        here = self.directory
-        for part in rel.split("/"):
-            here = here / part
-            if here.is_symlink():
-                raise UsageError(f"artifact {rel!r} goes through a symlink ({part}); artifacts must be regular files")
-        target = self.directory / rel
-        if not target.is_file():
-            raise UsageError(f"artifact {rel!r} is not a regular file in {self.episode.directory}")
-        digest, size = sha256_file(target)
         eid = self.episode.episode_id
-        record = new_artifact(digest, size, self.step)
+        target = f"{self.episode.directory}/{rel}"
+        source = self.output_dir / rel
+        if not os.path.lexists(source) and os.path.lexists(self.directory / rel):
+            earlier = artifacts(self.store, eid).get(rel)
+            if earlier is not None and earlier.step == self.step and self.store.git.in_head(target):
+                return earlier  # moved and committed by an interrupted run of this step, which guard found intact
+            raise UsageError(
+                f"artifact {rel!r} was written into the episode directory {self.episode.directory}, which a step "
+                f"only reads: write it into $JOBSTATE_OUTPUT_DIR ({work_dir(eid, self.step, self.attempt)}) and "
+                f"jobstate moves it into the episode when it records it; move {target} there, then run this again"
+            )
+        box: list[Artifact] = []
 
         def decide(_cat: Catalog) -> StateChange[None]:
+            data = read_artifact(self.output_dir, rel)
+            digest, size = sha256_bytes(data)
+            record = new_artifact(digest, size, self.step)
+            box[:] = [record]
             found = artifacts(self.store, eid)
             found[rel] = record
-            return record_change(
+            change: StateChange[None] = record_change(
                 self.store,
                 eid,
                 {ARTIFACTS: artifacts_to_yaml_dict(found)},
                 f"artifact {eid}/{rel} from {self.step}: sha256 {digest[:12]}, {size} bytes",
-                extra=(f"{self.episode.directory}/{rel}",),
             )
+            change.files[target] = data
+            return change
 
         transact(self.store, decide)
-        return record
+        source.unlink(missing_ok=True)  # moved: the episode directory has it, committed
+        return box[0]
 
     def restart_charge_count(self) -> None:
         """Count charges without a charge_id from the first again (a run's report after an earlier one's)."""
@@ -322,15 +368,19 @@ def paid_step(
     except JobstateError as exc:
         holder = getattr(exc, "holder", None) or {}
         raise type(exc)(
-            f"step {step} of {episode_id} is already running (pid {holder.get('pid')}); "
+            f"step {step} of {episode_id} is already running ({running_holder(holder)}); "
             "it will not be submitted twice: wait for it",
             str(step_lock.path),
             holder,
         ) from None
     try:
+        make_output_dir(store, episode_id, step, None)  # a refusal here comes before the intent, not after
         handle = _begin(store, episode_id, step, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
+        handle.lock = step_lock
+        make_output_dir(store, episode_id, step, handle.attempt)
         yield handle
         if handle.state == AttemptState.NOT_SUBMITTED:
+            remove_output_dir(store, episode_id, step, handle.attempt)
             return  # the body said the vendor has nothing: not a completion; a new attempt may follow
         done: dict[str, Any] = {"state": AttemptState.COMPLETED, "completed_at": handle._now()}
         settled = settle(handle._attempt, handle.spent())
@@ -347,6 +397,7 @@ def paid_step(
                     "it did not reserve (recorded; verify checks the period's budget)"
                 )
         handle._update(f"done {episode_id} {step} attempt {handle.attempt}", done)
+        remove_output_dir(store, episode_id, step, handle.attempt)  # recorded: what was not reported is not kept
     finally:
         step_lock.__exit__(None, None, None)
 

@@ -6,9 +6,10 @@ from typing import Any
 
 from jobstate.core.costs import totals
 from jobstate.core.layout import history_path
-from jobstate.core.records import Episode
+from jobstate.core.records import AttemptState, Episode
 from jobstate.core.status import episode_status, step_status
 from jobstate.paid.leftovers import running_steps
+from jobstate.paid.staging import kept_outputs
 from jobstate.store.episode_files import approval, artifacts, cost_entries, submissions
 from jobstate.store.store import Store
 from jobstate.store.yamlio import load_file
@@ -24,7 +25,12 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
     running = running_steps(store, eid, steps=steps)
     completed = store.path(history_path(eid)).is_file()
     out = episode.to_yaml_dict()
-    out["status"] = episode_status(steps=steps, approval=decision, completed=completed, running=running)
+    out["status"] = episode_status(steps=steps, approval=decision, completed=completed, running=set(running))
+    done = {name: {a.number for a in attempts if a.state == AttemptState.COMPLETED} for name, attempts in steps.items()}
+    kept = kept_outputs(store, eid, done)
+    if kept:
+        # an interrupted attempt's output, never recorded: the operator decides what to do with it
+        out["unrecorded_output"] = kept
     if not records:
         return out
     entries = cost_entries(store, eid)

@@ -122,18 +122,14 @@ def record_change(
     message: str,
     *,
     result: T = None,  # type: ignore[assignment]
-    extra: tuple[str, ...] = (),
 ) -> StateChange[T]:
-    """A change that writes YAML records (a name in the episode directory, or a repository path)
-    and commits them with ``extra`` work-tree files (artifacts) as they are. The lifecycle model
-    checks it first (ModelRefused, exit 4)."""
+    """A change that writes YAML records (a name in the episode directory, or a repository path).
+    The lifecycle model checks it first (ModelRefused, exit 4)."""
     files: dict[str, bytes | None] = {}
     for name, data in records.items():
         files[name if "/" in name else record_path(episode_id, name)] = dumps(data)
     if files:
         _check_model(store, episode_id, files)
-    for rel in extra:
-        files[rel] = store.path(rel).read_bytes()
     return StateChange(result, files, message)
 
 

@@ -42,10 +42,14 @@ def describe(holder: dict[str, Any] | None) -> str:
     if not holder or holder.get("pid") is None:
         # locked, but the record is empty: the holder is between taking the lock and writing it, or wrote none
         return "a process that left no holder record (holder unknown)"
-    return (
+    line = (
         f"pid {holder.get('pid')} on {holder.get('host')} (user {holder.get('user')}, "
         f"since {holder.get('since')}, command: {holder.get('command')})"
     )
+    if holder.get("cmd_pid") is not None:
+        # a step's CMD holds the lock too (it inherited it): after jobstate was killed, only CMD does
+        line += f", and its step command pid {holder.get('cmd_pid')} ({holder.get('cmd')})"
+    return line
 
 
 class FileLock:
@@ -55,6 +59,7 @@ class FileLock:
         self.path = path
         self.timeout = timeout
         self._fh: IO[str] | None = None
+        self._holder: dict[str, Any] = {}
 
     def __enter__(self) -> FileLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -77,12 +82,33 @@ class FileLock:
                     ) from None
                 time.sleep(delay)
                 delay = min(delay * 2, 0.05)
+        self._fh = fh
+        self._holder = _holder_record()
+        self._write_holder()
+        return self
+
+    def _write_holder(self) -> None:
+        fh = self._fh
+        if fh is None:
+            return
         fh.seek(0)
         fh.truncate()
-        fh.write(json.dumps(_holder_record()))
+        fh.write(json.dumps(self._holder))
         fh.flush()
-        self._fh = fh
-        return self
+
+    def fileno(self) -> int:
+        """The locked file's descriptor: a child given it (``pass_fds``) holds the lock as long as it
+        lives, since flock locks belong to the open file description, not to a process."""
+        if self._fh is None:
+            raise ValueError(f"lock {self.path} is not held")
+        return self._fh.fileno()
+
+    def note(self, **fields: Any) -> None:
+        """Add ``fields`` to the holder record (a step's CMD pid and command line, for messages)."""
+        if self._fh is None:
+            raise ValueError(f"lock {self.path} is not held")
+        self._holder.update(fields)
+        self._write_holder()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

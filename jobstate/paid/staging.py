@@ -1,0 +1,142 @@
+"""Where a paid step's command writes: one staging directory per attempt, outside the episode.
+
+CMD never writes into the episode directory, so the guard can refuse anything there that differs
+from HEAD without guessing who wrote it. Each attempt writes into ``.jobstate/work/<id>/<step>/<n>/``
+(``$JOBSTATE_OUTPUT_DIR``); an artifact it reports is read from there once and committed into the
+episode directory by the transaction, so after a kill it is either recorded or still staged. The
+staging directory of an attempt that ended (completed, or not submitted) is removed after that
+commit landed; an interrupted attempt's stays for the operator, and ``jobstate show`` names it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from jobstate.core.layout import work_dir
+from jobstate.errors import UsageError
+from jobstate.store.store import Store
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a fifo must not wait for a writer; it changes nothing for a regular file
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a fifo"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def read_artifact(base: Path, rel: str) -> bytes:
+    """The bytes of artifact ``rel`` (a validated relative path) under ``base``, read through one
+    descriptor opened without following any symlink; it must be a regular file with one link.
+
+    A hard link would commit a file that lives elsewhere (outside the repository, perhaps a secret);
+    a symlink, fifo, socket, device or directory is no file to commit. Each is UsageError (exit 2)
+    with the reason. Call under the lock: what is returned is what gets hashed and committed.
+    """
+    where = f"artifact {rel!r}"
+    parts = rel.split("/")
+    try:
+        fd = os.open(base, _DIR_FLAGS)
+    except OSError:
+        raise UsageError(f"{where} is not in the step's output directory {base} (nothing was written there)") from None
+    try:
+        for n, part in enumerate(parts):
+            last = n == len(parts) - 1
+            try:
+                nfd = os.open(part, _FILE_FLAGS if last else _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno == errno.ENOENT:
+                    raise UsageError(f"{where} is not in the step's output directory {base}") from None
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise UsageError(
+                        f"{where} goes through a symlink or a non-directory ({part}); artifacts must be regular "
+                        "files written in $JOBSTATE_OUTPUT_DIR"
+                    ) from None
+                raise UsageError(f"{where}: cannot open {part}: {exc.strerror}") from None
+            os.close(fd)
+            fd = nfd
+        info = os.fstat(fd)
+        for test, kind in _KINDS:
+            if test(info.st_mode):
+                raise UsageError(f"{where} is {kind}, not a regular file; nothing was recorded")
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{where} is not a regular file; nothing was recorded")
+        if info.st_nlink != 1:
+            raise UsageError(
+                f"{where} has {info.st_nlink} hard links: it may be a file from outside the repository; "
+                "write or copy it (cp, not ln) into $JOBSTATE_OUTPUT_DIR; nothing was recorded"
+            )
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def kept_outputs(store: Store, episode_id: str, completed: Mapping[str, set[int]]) -> dict[str, list[str]]:
+    """Staging directories of the episode's attempts that were not removed (an interrupted attempt's
+    output, kept for the operator): step -> repository-relative paths. Those of ``completed`` attempts
+    (step -> numbers), whose removal a kill interrupted, are not named. This is a read-only operation."""
+    base = store.path(work_dir(episode_id, "x")).parent
+    out: dict[str, list[str]] = {}
+    try:
+        steps = sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return out
+    for step in steps:
+        try:
+            found = sorted(
+                (
+                    e.name
+                    for e in os.scandir(base / step)
+                    if e.is_dir(follow_symlinks=False)
+                    and _holds_files(e.path)
+                    and not (e.name.isdigit() and int(e.name) in completed.get(step, set()))
+                ),
+                key=lambda name: (len(name), name),
+            )
+        except OSError:
+            continue
+        if found:
+            out[step] = [f"{work_dir(episode_id, step)}/{name}" for name in found]
+    return out
+
+
+def _holds_files(path: str) -> bool:
+    with os.scandir(path) as entries:
+        return any(True for _ in entries)
+
+
+def make_output_dir(store: Store, episode_id: str, step: str, attempt: int | None) -> Path:
+    """Create (or find) an attempt's staging directory (without ``attempt``: the step's, checked before
+    the intent is committed), refusing (exit 2) a symlink on the way: CMD's output, and what a later
+    removal deletes, stay inside ``.jobstate/work/``."""
+    rel = work_dir(episode_id, step, attempt)
+    parts = rel.split("/")
+    for n in range(1, len(parts) + 1):
+        here = store.path("/".join(parts[:n]))
+        if here.is_symlink():
+            raise UsageError(
+                f"{'/'.join(parts[:n])} is a symlink; jobstate's staging directories must be its own: remove it"
+            )
+        here.mkdir(exist_ok=True)
+    return store.path(rel)
+
+
+def remove_output_dir(store: Store, episode_id: str, step: str, attempt: int) -> None:
+    """Remove an ended attempt's staging directory (after the commit that ended it landed); never
+    through a symlink."""
+    rel = work_dir(episode_id, step, attempt)
+    parts = rel.split("/")
+    if any(store.path("/".join(parts[:n])).is_symlink() for n in range(1, len(parts) + 1)):
+        return
+    shutil.rmtree(store.path(rel), ignore_errors=True)
