@@ -15,12 +15,15 @@ The rules:
   (its agreement with the records is checked on each revision: ``history_problems``).
 - jobstate.yaml: a cap raised or removed, a budget removed or its ``per`` changed, or the period
   kind changed once episodes exist.
+- .jobstate/: never in a revision. jobstate trusts only the private files it wrote itself, so a
+  tracked one is refused by every committing command, a problem for verify and an alarm for diff.
 """
 
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping, Sequence
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -28,7 +31,17 @@ from jobstate.core.approvals import Decision
 from jobstate.core.artifacts import Artifact
 from jobstate.core.attempts import CLOSED, OPEN, Attempt, Steps
 from jobstate.core.costs import CostEntry, totals
-from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, EPISODE_FILE, SUBMISSIONS, history_path, record_path
+from jobstate.core.layout import (
+    APPROVAL,
+    ARTIFACTS,
+    COSTS,
+    EPISODE_FILE,
+    PRIVATE,
+    SUBMISSIONS,
+    history_path,
+    is_private,
+    record_path,
+)
 from jobstate.core.records import AttemptState
 
 E = TypeVar("E")
@@ -357,3 +370,22 @@ def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Vio
         if new.budget_per is not None and (now is None or Decimal(now) > Decimal(cap)):
             alarm(f"budget.limits.{currency}", cap, now, "a cap is never raised or removed without an alarm")
     return out
+
+
+def tracked_private(paths: Iterable[str]) -> list[Violation]:
+    """Every path of a revision (or index) under ``.jobstate/``: what Git delivers there is data jobstate
+    would otherwise take for its own records (an undo, a pending change, a command's result)."""
+    return [
+        Violation(
+            "private file tracked",
+            "-",
+            path,
+            "path",
+            None,
+            path,
+            f"nothing under {PRIVATE}/ is ever committed: jobstate reads there only what it wrote itself; "
+            f"untrack it with: git rm --cached -r {shlex.quote(path)}",
+        )
+        for path in sorted(paths)
+        if is_private(path)
+    ]

@@ -17,20 +17,22 @@ from pathlib import Path
 from jobstate.core.keys import request_fingerprint
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.records import AttemptState
-from jobstate.errors import CommandFailed, JobstateError, SubmissionUnknown, UsageError
+from jobstate.errors import CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import PaidStep, paid_step
+from jobstate.store.private import read_private
 from jobstate.store.store import Store
 
 REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
 COST_FIELDS = ("amount", "currency", "charge_id")
 
 
-def _read_report(path: Path) -> dict[str, object] | None:
-    if not path.exists():
+def _read_report(store: Store, path: Path) -> dict[str, object] | None:
+    data = read_private(store, path)  # a result file Git delivered, or a symlink, is never read
+    if data is None:
         return None
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         raise UsageError(f"{path}: the command's JOBSTATE_RESULT is not one JSON object") from None
     if not isinstance(report, dict):
@@ -114,7 +116,9 @@ def _accept_early_report(
         return False
     path = result_path(store, episode_id, step_name, unknown.attempt)
     try:
-        report = _read_report(path)
+        report = _read_report(store, path)
+    except DirtyState:
+        raise  # not a file jobstate's CMD wrote: refused, never taken as proof
     except UsageError:
         return False  # half written by a killed CMD: it proves nothing
     ref = None if report is None else report.get("remote_ref")
@@ -144,7 +148,7 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         step.not_submitted(f"command could not start: {exc.strerror}")
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
-    report = _read_report(result)
+    report = _read_report(store, result)
     if report is None:
         report = {}
         if code == 0:
@@ -174,7 +178,9 @@ def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str]
 
     The file is this attempt's own; the ledger recognises a charge recorded already."""
     try:
-        report = _read_report(result)
+        report = _read_report(step.store, result)
+    except DirtyState:
+        raise  # not a file jobstate's CMD wrote: refused, never taken as proof
     except UsageError:
         return  # half written by a killed command: it proves nothing
     if not report or report.get("cost") is None or step.remote_ref is None:
