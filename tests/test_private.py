@@ -20,6 +20,7 @@ from jobstate.store.private import checked_path, read_private
 from jobstate.store.store import Store
 
 from .conftest import git, run_cli, status
+from .test_transaction_remote import make_hosts
 
 
 def _allocate(repo: Path, key: str = "k1") -> str:
@@ -229,3 +230,24 @@ def test_read_private_refuses_a_tracked_file_and_reads_its_own(store: Store, rep
     with pytest.raises(DirtyState, match="goes through a symlink"):
         (repo / "state" / "link").symlink_to(repo / "history")
         checked_path(store, "state/link/x.yaml", "undo.json")
+
+
+def test_a_remote_tip_that_tracks_a_private_file_is_not_followed(tmp_path: Path) -> None:
+    bare, (host, attacker) = make_hosts(tmp_path, 2)
+    assert run_cli("allocate", "--key", "k1", "--week", "2026-W32", cwd=host).returncode == 0
+    git(attacker, "pull", "-q", "origin", "main")
+    blob = _blob(attacker, b"[core]\n\tfsmonitor = touch /tmp/pwned\n")
+    (attacker / ".jobstate").mkdir(exist_ok=True)
+    (attacker / ".jobstate" / "undo.json").write_text(json.dumps({".git/config": [blob, None]}), encoding="utf-8")
+    _force_commit(attacker, ".jobstate/undo.json")
+    git(attacker, "push", "-q", "origin", "main")
+    head = git(host, "rev-parse", "HEAD")
+    config_before = (host / ".git" / "config").read_bytes()
+    proc = run_cli("allocate", "--key", "k2", "--week", "2026-W32", cwd=host)
+    assert proc.returncode == 2, proc.stderr
+    assert ".jobstate/undo.json" in proc.stderr
+    assert git(host, "rev-parse", "HEAD") == head  # not brought to that tip
+    assert not (host / ".jobstate" / "undo.json").exists()
+    assert (host / ".git" / "config").read_bytes() == config_before
+    assert status(host) == ""
+    assert bare.is_dir()
