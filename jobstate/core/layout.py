@@ -10,6 +10,8 @@ CONFIG_FILE = "jobstate.yaml"
 RETIRED = f"{HISTORY}/retired"
 # the remote tip this clone last pushed or fetched (host-local)
 REMOTE_TIP_FILE = f"{PRIVATE}/remote-tip.json"
+# a command's report jobstate refused to record, kept for the operator instead of read again
+REFUSED = f"{PRIVATE}/refused"
 
 EPISODE_FILE = "episode.yaml"
 SUBMISSIONS = "submissions.yaml"
@@ -38,6 +40,11 @@ def record_path(episode_id: str, name: str) -> str:
 def step_lock_path(episode_id: str, step: str) -> str:
     """``.jobstate/steps/<id>.<step>.lock``: held while a paid step runs (host-local, git-ignored)."""
     return f"{PRIVATE}/steps/{episode_id}.{step}.lock"
+
+
+def refused_report_path(episode_id: str, step: str, attempt: int, stamp: str) -> str:
+    """``.jobstate/refused/<id>.<step>.<attempt>.<stamp>.json``: a refused report, kept (host-local)."""
+    return f"{REFUSED}/{episode_id}.{step}.{attempt}.{stamp}.json"
 
 
 def history_path(episode_id: str) -> str:

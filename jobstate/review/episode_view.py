@@ -10,6 +10,7 @@ from jobstate.core.records import Episode
 from jobstate.core.status import episode_status, step_status
 from jobstate.paid.leftovers import running_steps
 from jobstate.store.episode_files import approval, artifacts, cost_entries, submissions
+from jobstate.store.private import refused_reports
 from jobstate.store.store import Store
 from jobstate.store.yamlio import load_file
 
@@ -25,6 +26,10 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
     completed = store.path(history_path(eid)).is_file()
     out = episode.to_yaml_dict()
     out["status"] = episode_status(steps=steps, approval=decision, completed=completed, running=running)
+    kept = refused_reports(store, eid)
+    if kept:
+        # what a step's command reported and jobstate refused: moved aside for the operator, never read again
+        out["refused_reports"] = kept
     if not records:
         return out
     entries = cost_entries(store, eid)

@@ -13,6 +13,9 @@ naming a task nobody submitted), and Git checks them out owned by the user. So:
   symlink anywhere from the repository root, and Git does not track it.
 - ``checked_path``: a path from an undo, pending or result record is normalised, under state/,
   history/ or jobstate.yaml (``core.layout.record_path_problem``), and has no symlink on the way.
+
+A report jobstate refused to record is never read again: ``set_aside`` moves it to
+``.jobstate/refused/`` for the operator, and ``refused_reports`` lists them for ``show``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import shlex
 import stat
 from pathlib import Path
 
-from jobstate.core.layout import PRIVATE, record_path_problem
+from jobstate.core.layout import PRIVATE, REFUSED, record_path_problem, refused_report_path
 from jobstate.core.model import tracked_private
 from jobstate.errors import DirtyState
 from jobstate.git.snapshot import tracked_in_work_tree
@@ -125,3 +128,30 @@ def checked_path(store: Store, rel: object, source: str, *, tracked: bool = Fals
     path = str(rel)  # record_path_problem accepts only text
     _no_symlink_on_the_way(store, path, private=False)
     return path
+
+
+def set_aside(store: Store, report: Path, *, episode_id: str, step: str, attempt: int, stamp: str) -> str:
+    """Move a command's refused report out of the way, never over another: read before every run of its
+    attempt, it would refuse each of them again. Returns where it is kept (repository-relative)."""
+    store.ensure_private()
+    stamp = "".join(c for c in stamp if c.isalnum())
+    for n in range(1, 1000):
+        rel = refused_report_path(episode_id, step, attempt, stamp if n == 1 else f"{stamp}-{n}")
+        target = store.path(rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(report, target)  # never replaces a report kept earlier
+        except FileExistsError:
+            continue
+        report.unlink()
+        return rel
+    raise DirtyState(f"{REFUSED} holds 999 refused reports of {episode_id} {step}: look at them and clear it")
+
+
+def refused_reports(store: Store, episode_id: str) -> list[str]:
+    """The refused reports kept for the episode (repository-relative), oldest name first. Read-only."""
+    try:
+        names = sorted(e.name for e in os.scandir(store.path(REFUSED)) if e.name.startswith(f"{episode_id}."))
+    except OSError:
+        return []
+    return [f"{REFUSED}/{name}" for name in names]
