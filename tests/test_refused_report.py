@@ -89,7 +89,31 @@ def test_a_refused_report_is_kept_aside_and_the_step_goes_on(
     assert _attempts(store, episode) == [(1, "completed", "task-1")]
     assert [(e.amount, e.remote_ref) for e in cost_entries(store, episode)] == [("12.40", "task-1")]
     assert (repo / kept[1]).is_file()  # kept for the operator
+    assert run_cli("approve", "--episode", episode, "--by", "ops", cwd=repo).returncode == 0
     assert status(repo) == ""
+
+
+def test_a_killed_runs_contradicting_report_is_refused_once(
+    store: Store, repo: Path, episode: str, tmp_path: Path
+) -> None:
+    usd = {"currency": "USD"}
+    assert (
+        _run(repo, episode, _cmd(tmp_path, "a", {"remote_ref": "task-1", "cost": {"amount": "12.40", **usd}}, code=1))[
+            0
+        ]
+        == 9
+    )
+    # a resumed run killed after its command wrote this report, before jobstate recorded it
+    result = repo / ".jobstate" / "results" / f"{episode}.generate.1.json"
+    result.write_text(json.dumps({"remote_ref": "task-1", "cost": {"amount": "13.00", **usd}}), encoding="utf-8")
+    replay = _cmd(tmp_path, "b", {"remote_ref": "task-1", "cost": {"amount": "12.40", **usd}}, resumes="task-1")
+    code, err = _run(repo, episode, replay)
+    assert code == 4, err
+    assert "kept at .jobstate/refused/" in err
+    assert not result.exists()
+    code, err = _run(repo, episode, replay)
+    assert code == 0, err
+    assert _attempts(store, episode) == [(1, "completed", "task-1")]
 
 
 def _reported_under_another_reference(repo: Path, episode: str, tmp_path: Path) -> str:
