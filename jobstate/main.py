@@ -123,7 +123,7 @@ DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
     "show": ("show", ("options", "episode_id", "as_json", "records")),
     "list": ("list_episodes", ("options", "period", "as_json")),
     "run": ("run", ("options", "episode", "step", "command", "max_cost", "request")),
-    "resolve": ("resolve", ("options", "episode", "step", "accepted", "supersede", "by", "reason")),
+    "resolve": ("resolve", ("options", "episode", "step", "accepted", "supersede", "by", "reason", "replaces")),
     "approve": ("approve", ("options", "episode", "by", "reject", "reason")),
     "complete": ("complete", ("options", "episode", "as_json")),
     "retire": ("retire", ("options", "episode", "by", "reason", "as_json")),
@@ -349,6 +349,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--supersede",
         action="store_true",
         help="the request changed: close the accepted or completed attempt and let a new one run",
+    )
+    p.add_argument(
+        "--replaces",
+        metavar="OLD_REF",
+        help="with --accepted NEW_REF: the vendor now reports the accepted task OLD_REF as NEW_REF; its attempt "
+        "is superseded and NEW_REF resumed with the same idempotency key",
     )
     p.add_argument("--by", required=True, help="who decided (recorded)")
     p.add_argument("--reason", required=True, help="why (recorded)")

@@ -63,6 +63,14 @@ def _malformed_config(tmp_path: Path) -> Path:
     return repo
 
 
+def _tracked_private(tmp_path: Path) -> Path:
+    repo = _allocated(tmp_path)
+    (repo / ".jobstate" / "undo.json").write_text("{}")
+    git(repo, "add", "-f", ".jobstate/undo.json")
+    git(repo, "commit", "-qm", "a pull request force-adds a private file")
+    return repo
+
+
 def _always_failing(tmp_path: Path) -> Path:
     return _allocated(tmp_path)
 
@@ -109,6 +117,8 @@ KINDS: dict[str, tuple[Callable[[Path], Path], str, tuple[str, ...], int]] = {
         ("allocate", "show", "list", "run", "resolve", "approve", "complete", "verify", "migrate"),
         errors.STATE_INVALID,
     ),
+    # what Git delivers into .jobstate/ is never read: every committing command refuses it
+    "tracked private file": (_tracked_private, EID, ("allocate", *PAID_COMMANDS), errors.USAGE),
 }
 CASES = [(kind, command) for kind, (_make, _eid, commands, _code) in KINDS.items() for command in commands]
 

@@ -10,6 +10,8 @@ CONFIG_FILE = "jobstate.yaml"
 RETIRED = f"{HISTORY}/retired"
 # the remote tip this clone last pushed or fetched (host-local)
 REMOTE_TIP_FILE = f"{PRIVATE}/remote-tip.json"
+# a command's report jobstate refused to record, kept for the operator instead of read again
+REFUSED = f"{PRIVATE}/refused"
 
 EPISODE_FILE = "episode.yaml"
 SUBMISSIONS = "submissions.yaml"
@@ -47,6 +49,11 @@ def work_dir(episode_id: str, step: str, attempt: int | None = None) -> str:
     return base if attempt is None else f"{base}/{attempt}"
 
 
+def refused_report_path(episode_id: str, step: str, attempt: int, stamp: str) -> str:
+    """``.jobstate/refused/<id>.<step>.<attempt>.<stamp>.json``: a refused report, kept (host-local)."""
+    return f"{REFUSED}/{episode_id}.{step}.{attempt}.{stamp}.json"
+
+
 def history_path(episode_id: str) -> str:
     """``history/<id>.yaml``."""
     return f"{HISTORY}/{episode_id}.yaml"
@@ -73,3 +80,28 @@ def describes_episode(path: str) -> str | None:
     if len(parts) == 2 and parts[0] == HISTORY and parts[1].endswith(".yaml"):
         return parts[1][:-5]
     return None
+
+
+def is_private(path: str) -> bool:
+    """Whether ``path`` is ``.jobstate`` or under it: host-local files only jobstate writes."""
+    return path == PRIVATE or path.startswith(f"{PRIVATE}/")
+
+
+def record_path_problem(path: object, *, tracked: bool = False) -> str | None:
+    """Why a path read from one of jobstate's own records (undo, pending, a result file) may not be used,
+    or None. Such a path is normalised and relative, never ``..``, never inside ``.git`` or ``.jobstate``;
+    and under state/ or history/, or jobstate.yaml. With ``tracked`` (a fast-forward, whose files come
+    from a commit HEAD contains, not from the record), any other path Git tracks is allowed too.
+    Symlinks on the way are the store's to check (store.private)."""
+    if not isinstance(path, str) or not path:
+        return "is not a path"
+    parts = path.split("/")
+    if path.startswith("/") or "\\" in path or "\0" in path:
+        return "is not a relative path inside the repository"
+    if any(part in ("", ".", "..") for part in parts):
+        return "is not a normalised path (no empty, '.' or '..' part)"
+    if any(part.casefold() in (".git", PRIVATE) for part in parts):
+        return f"is inside .git or {PRIVATE}"
+    if tracked or path == CONFIG_FILE or (parts[0] in (STATE, HISTORY) and len(parts) > 1):
+        return None
+    return f"is not under {STATE}/ or {HISTORY}/, nor {CONFIG_FILE}"

@@ -15,20 +15,33 @@ The rules:
   (its agreement with the records is checked on each revision: ``history_problems``).
 - jobstate.yaml: a cap raised or removed, a budget removed or its ``per`` changed, or the period
   kind changed once episodes exist.
+- .jobstate/: never in a revision. jobstate trusts only the private files it wrote itself, so a
+  tracked one is refused by every committing command, a problem for verify and an alarm for diff.
 """
 
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping, Sequence
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from jobstate.core.approvals import Decision
 from jobstate.core.artifacts import Artifact
-from jobstate.core.attempts import CLOSED, OPEN, Attempt, Steps
+from jobstate.core.attempts import CLOSED, OPEN, Attempt, Steps, attempt_from_yaml_dict
 from jobstate.core.costs import CostEntry, totals
-from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, EPISODE_FILE, SUBMISSIONS, history_path, record_path
+from jobstate.core.layout import (
+    APPROVAL,
+    ARTIFACTS,
+    COSTS,
+    EPISODE_FILE,
+    PRIVATE,
+    SUBMISSIONS,
+    history_path,
+    is_private,
+    record_path,
+)
 from jobstate.core.records import AttemptState
 
 E = TypeVar("E")
@@ -209,6 +222,8 @@ def attempt_change(eid: str, old: Attempt, new: Attempt) -> list[Violation]:
                 )
             )
     for name, value in old.fields.items():
+        if name == "resolution" and new.state != old.state and (new.resolution or {}).get("previous") == value:
+            continue  # a later decision keeps the earlier one under ``previous``
         if name != "state" and new.fields.get(name) != value:
             out.append(
                 Violation(
@@ -273,6 +288,19 @@ def attempts_violations(eid: str, steps: Steps) -> list[Violation]:
                 )
                 break
             before = attempts[index - 1].state if index else None
+            problem = replacement_problem(attempts[index - 1], attempt) if index else None
+            if problem is not None:
+                out.append(
+                    Violation(
+                        "submission rewritten",
+                        eid,
+                        where,
+                        f"{step} attempt {attempt.number} remote_ref",
+                        attempts[index - 1].remote_ref,
+                        attempt.remote_ref,
+                        problem,
+                    )
+                )
             if before is not None and before not in CLOSED:
                 rule = "a new attempt follows only a not-submitted or superseded one"
                 out.append(
@@ -287,6 +315,64 @@ def attempts_violations(eid: str, steps: Steps) -> list[Violation]:
                     )
                 )
     return out
+
+
+def decision_on(attempt: Attempt, decision: Mapping[str, Any]) -> dict[str, Any]:
+    """An operator's decision recorded on ``attempt``, keeping an earlier one under ``previous``: the only
+    way the model lets a resolution change (a field once written keeps its value otherwise)."""
+    if attempt.resolution is None:
+        return dict(decision)
+    return {**decision, "previous": dict(attempt.resolution)}
+
+
+def replacement(last: Attempt, new_ref: str, *, by: str, at: str, reason: str) -> tuple[Attempt, Attempt]:
+    """A resumed task the vendor reports under another reference, recorded as the operator decided:
+    ``last`` (accepted as the old reference) is superseded, naming the new one, and the next attempt is
+    accepted as ``new_ref`` with ``last``'s idempotency key, request and reservation, so nothing new is
+    submitted and the task's reservation is held once. ``replacement_problem`` is the rule verify checks."""
+    if last.state != AttemptState.ACCEPTED or last.remote_ref is None:
+        raise ValueError("only an accepted attempt's task is replaced")  # the caller checked: a bug otherwise
+    closed = last.updated(
+        state=AttemptState.SUPERSEDED,
+        closed_at=at,
+        resolution=decision_on(
+            last,
+            {"decision": "superseded", "was": "accepted", "replaced_by": new_ref, "by": by, "at": at, "reason": reason},
+        ),
+    )
+    fields: dict[str, Any] = {"attempt": last.number + 1}
+    for name in ("idempotency_key", "fingerprint", "reservation"):
+        if last.fields.get(name) is not None:
+            fields[name] = last.fields[name]
+    fields.update(
+        state=AttemptState.ACCEPTED.value,
+        remote_ref=new_ref,
+        started_at=at,
+        accepted_at=at,
+        resolution={"decision": "accepted", "replaces": last.remote_ref, "by": by, "at": at, "reason": reason},
+    )
+    return closed, attempt_from_yaml_dict(fields, f"attempt {last.number + 1} of {last.step}", last.step)
+
+
+def replacement_problem(before: Attempt, attempt: Attempt) -> str | None:
+    """Why ``attempt`` is no valid replacement of ``before``'s task, when either says it is one; else None.
+    A replacement follows the attempt it replaces, superseded with ``replaced_by`` its reference, and keeps
+    that attempt's idempotency key and request (it is the same submission)."""
+    replaces = (attempt.resolution or {}).get("replaces")
+    replaced_by = (before.resolution or {}).get("replaced_by") if before.state == AttemptState.SUPERSEDED else None
+    if replaces is None and replaced_by is None:
+        return None
+    if (
+        replaces != before.remote_ref
+        or replaced_by != attempt.remote_ref
+        or attempt.idempotency_key != before.idempotency_key
+        or attempt.fingerprint != before.fingerprint
+    ):
+        return (
+            "a replacing task follows the attempt whose task it replaces (superseded with replaced_by: its "
+            "reference), with the same idempotency key and request (jobstate resolve --accepted NEW --replaces OLD)"
+        )
+    return None
 
 
 def completion_problems(records: Completed) -> list[Violation]:
@@ -357,3 +443,22 @@ def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Vio
         if new.budget_per is not None and (now is None or Decimal(now) > Decimal(cap)):
             alarm(f"budget.limits.{currency}", cap, now, "a cap is never raised or removed without an alarm")
     return out
+
+
+def tracked_private(paths: Iterable[str]) -> list[Violation]:
+    """Every path of a revision (or index) under ``.jobstate/``: what Git delivers there is data jobstate
+    would otherwise take for its own records (an undo, a pending change, a command's result)."""
+    return [
+        Violation(
+            "private file tracked",
+            "-",
+            path,
+            "path",
+            None,
+            path,
+            f"nothing under {PRIVATE}/ is ever committed: jobstate reads there only what it wrote itself; "
+            f"untrack it with: git rm --cached -r {shlex.quote(path)}",
+        )
+        for path in sorted(paths)
+        if is_private(path)
+    ]

@@ -37,10 +37,27 @@ def git_read(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedP
     return run_git(cwd, *args, env=READ_ONLY_ENV, check=check)
 
 
+def _names(out: bytes) -> list[str]:
+    return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+
+
+def tracked_in_work_tree(cwd: Path, path: str) -> list[str]:
+    """What HEAD or the index has at or under ``path`` (a staged ``git rm --cached`` still counts: HEAD
+    keeps it until the next commit). Read-only."""
+    proc = git_read(cwd, "ls-files", "-z", "--with-tree=HEAD", "--", path, check=False)
+    if proc.returncode != 0:  # no HEAD yet: the index alone
+        proc = git_read(cwd, "ls-files", "-z", "--", path)
+    return _names(proc.stdout)
+
+
 class Snapshot:
     """Base: a set of files under state/ and history/."""
 
     label = ""
+
+    def tracked(self, path: str) -> list[str]:
+        """Every path Git has at or under ``path`` in this snapshot, whatever its kind. Read-only."""
+        raise NotImplementedError
 
     def files(self) -> dict[str, FileEntry]:
         """Every file under state/ and history/, by repository-relative path."""
@@ -66,6 +83,9 @@ class WorkTree(Snapshot):
     def __init__(self, root: Path) -> None:
         self.root = root
         self.label = "work tree"
+
+    def tracked(self, path: str) -> list[str]:
+        return tracked_in_work_tree(self.root, path)
 
     def files(self) -> dict[str, FileEntry]:
         out: dict[str, FileEntry] = {}
@@ -108,6 +128,10 @@ class Revision(Snapshot):
         self._reader: CatFile | None = None
         self._cache: dict[str, bytes] = {}
         self.files_cache: dict[str, FileEntry] = {}
+
+    def tracked(self, path: str) -> list[str]:
+        proc = git_read(self.cwd, "ls-tree", "-r", "-z", "--name-only", "--full-tree", self.commit, "--", path)
+        return _names(proc.stdout)
 
     def files(self, paths: tuple[str, ...] = ROOTS) -> dict[str, FileEntry]:
         """The files under ``paths`` (state/ and history/ by default)."""

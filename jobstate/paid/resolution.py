@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
+from jobstate.core.model import decision_on, replacement
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
 from jobstate.errors import AlreadyRecorded, StepRunning, SubmissionUnknown, UsageError
@@ -61,10 +62,12 @@ def resolve(
     by: str,
     reason: str,
     supersede: bool = False,
+    replaces: str | None = None,
     notify: Callable[[str], None] = lambda _line: None,
 ) -> str:
     """Record an operator's decision on an unknown submission (or, with ``supersede``, open a new attempt
-    for a changed request); returns what happens next.
+    for a changed request; with ``replaces``, record that the vendor now reports the accepted task
+    ``replaces`` as ``accepted``); returns what happens next.
 
     AlreadyRecorded (exit 0) when the same decision was recorded already (a re-run after a kill).
     """
@@ -76,6 +79,11 @@ def resolve(
     ref = validate_remote_ref(accepted) if accepted is not None else None
     if supersede:
         return _supersede(store, episode_id, step, by=by, reason=reason, notify=notify)
+    if replaces is not None:
+        if ref is None:
+            raise UsageError("--replaces OLD_REF needs --accepted NEW_REF: the reference the vendor now reports")
+        old = validate_remote_ref(replaces)
+        return _replace(store, episode_id, step, ref, old, by=by, reason=reason, notify=notify)
 
     def decide(_cat: Catalog) -> StateChange[str]:
         guard(store, episode_id, notify=notify)
@@ -131,13 +139,63 @@ def _supersede(store: Store, episode_id: str, step: str, *, by: str, reason: str
             )
         now = format_time(store.now())
         decision = {"decision": "superseded", "was": last.state.value, "by": by, "at": now, "reason": reason}
-        attempts[-1] = last.updated(state=AttemptState.SUPERSEDED, closed_at=now, resolution=decision)
+        attempts[-1] = last.updated(
+            state=AttemptState.SUPERSEDED, closed_at=now, resolution=decision_on(last, decision)
+        )
         return submissions_change(
             store,
             episode_id,
             steps,
             f"supersede {episode_id} {step} attempt {last.number} ({last.state.value}) by {by}\n\n{reason}",
             f"step {step} will start attempt {last.number + 1} for the changed request",
+        )
+
+    return transact(store, decide)
+
+
+def _replace(
+    store: Store,
+    episode_id: str,
+    step: str,
+    new_ref: str,
+    old_ref: str,
+    *,
+    by: str,
+    reason: str,
+    notify: Callable[[str], None],
+) -> str:
+    def decide(_cat: Catalog) -> StateChange[str]:
+        guard(store, episode_id, notify=notify)
+        _refuse_running(store, episode_id, step)
+        steps = submissions(store, episode_id)
+        attempts = steps.get(step) or []
+        last = attempts[-1] if attempts else None
+        if last is not None and last.remote_ref == new_ref and (last.resolution or {}).get("replaces") == old_ref:
+            raise AlreadyRecorded(
+                f"step {step} of {episode_id} attempt {last.number} already resumes remote task {new_ref} in place "
+                f"of {old_ref} (by {last.resolution.get('by') if last.resolution else '?'}); nothing new recorded"
+            )
+        if last is None or last.state != AttemptState.ACCEPTED or last.remote_ref != old_ref:
+            now_is = (
+                "never started"
+                if last is None
+                else f"{last.state}" + (f" as {last.remote_ref}" if last.remote_ref else "")
+            )
+            raise UsageError(
+                f"step {step} of {episode_id} is not accepted as remote task {old_ref} (it is {now_is}); "
+                "--replaces names the task its last attempt resumes"
+            )
+        now = format_time(store.now())
+        closed, replacing = replacement(last, new_ref, by=by, at=now, reason=reason)
+        attempts[-1:] = [closed, replacing]
+        return submissions_change(
+            store,
+            episode_id,
+            steps,
+            f"resolve {episode_id} {step} attempt {last.number}: remote task {old_ref} is now {new_ref}, by {by}"
+            f"\n\n{reason}",
+            f"step {step} will resume remote task {new_ref} (attempt {replacing.number}, in place of {old_ref}; "
+            "same idempotency key)",
         )
 
     return transact(store, decide)

@@ -23,23 +23,27 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from jobstate.core.clock import format_time
 from jobstate.core.keys import request_fingerprint
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
+from jobstate.core.names import validate_remote_ref
 from jobstate.core.records import AttemptState
-from jobstate.errors import CommandFailed, JobstateError, SubmissionUnknown, UsageError
+from jobstate.errors import ChargeConflict, CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import PaidStep, paid_step
+from jobstate.store.private import read_private, set_aside
 from jobstate.store.store import Store
 
 REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
 COST_FIELDS = ("amount", "currency", "charge_id")
 
 
-def _read_report(path: Path) -> dict[str, object] | None:
-    if not path.exists():
+def _read_report(store: Store, path: Path) -> dict[str, object] | None:
+    data = read_private(store, path)  # a result file Git delivered, or a symlink, is never read
+    if data is None:
         return None
     try:
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report = json.loads(data.decode("utf-8"))
     except (ValueError, UnicodeDecodeError):
         raise UsageError(f"{path}: the command's JOBSTATE_RESULT is not one JSON object") from None
     if not isinstance(report, dict):
@@ -124,7 +128,9 @@ def _accept_early_report(
         return False
     path = result_path(store, episode_id, step_name, unknown.attempt)
     try:
-        report = _read_report(path)
+        report = _read_report(store, path)
+    except DirtyState:
+        raise  # not a file jobstate's CMD wrote: refused, never taken as proof
     except UsageError:
         return False  # half written by a killed CMD: it proves nothing
     ref = None if report is None else report.get("remote_ref")
@@ -164,7 +170,7 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         step.not_submitted(f"command could not start: {exc.strerror}")
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
     code = returncode if returncode >= 0 else 128 - returncode  # killed by a signal: 128+N
-    report = _read_report(result)
+    report = _read_report(store, result)
     if report is None:
         report = {}
         if code == 0:
@@ -173,7 +179,11 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
                 f"step {step_name} is recorded as completed with no remote task, cost or artifact"
             )
     _warn_unknown_fields(report, result, notify)
-    _record(step, episode_id, step_name, report, result=result, notify=notify)
+    try:
+        _record(step, episode_id, step_name, report, result=result, notify=notify)
+    except (ChargeConflict, UsageError) as exc:
+        _keep_refused(step, result, exc)
+        raise
     not_submitted = step.state == AttemptState.NOT_SUBMITTED
     if code == 0 and not_submitted:
         notify(
@@ -236,7 +246,9 @@ def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str]
 
     The file is this attempt's own; the ledger recognises a charge recorded already."""
     try:
-        report = _read_report(result)
+        report = _read_report(step.store, result)
+    except DirtyState:
+        raise  # not a file jobstate's CMD wrote: refused, never taken as proof
     except UsageError:
         return  # half written by a killed command: it proves nothing
     if not report or report.get("cost") is None or step.remote_ref is None:
@@ -248,12 +260,33 @@ def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str]
     except UsageError as exc:
         notify(f"warning: the earlier run's result file is not usable ({exc}); its charges were not recorded")
         return
-    for amount, currency, charge_id in charges:
-        if step.cost(amount, currency, charge_id=charge_id):
-            notify(
-                f"recorded {amount} {currency} that an interrupted run of step {step.step} reported in {result.name}"
-            )
+    try:
+        for amount, currency, charge_id in charges:
+            if step.cost(amount, currency, charge_id=charge_id):
+                notify(
+                    f"recorded {amount} {currency} that an interrupted run of step {step.step} reported in "
+                    f"{result.name}"
+                )
+    except ChargeConflict as exc:
+        _keep_refused(step, result, exc)
+        raise
     step.restart_charge_count()  # this run's own report counts its charges from the first again
+
+
+def _keep_refused(step: PaidStep, result: Path, exc: JobstateError) -> None:
+    """A report jobstate refused is kept for the operator, out of the way: read again before every
+    later run of the attempt, it would refuse each of them and wedge the step."""
+    if isinstance(exc, DirtyState) or not os.path.lexists(result):
+        return  # the state refused, not the report (or there is none)
+    kept = set_aside(
+        step.store,
+        result,
+        episode_id=step.episode.episode_id,
+        step=step.step,
+        attempt=step.attempt,
+        stamp=format_time(step.store.now()),
+    )
+    exc.args = (f"{exc}; the refused report is kept at {kept} and not read again",)
 
 
 def _warn_unknown_fields(report: dict[str, object], result: Path, notify: Callable[[str], None]) -> None:
@@ -267,6 +300,27 @@ def _warn_unknown_fields(report: dict[str, object], result: Path, notify: Callab
             f"warning: {result}: jobstate does not know the field(s) {', '.join(unknown)}; ignored "
             f"(known: {', '.join(REPORT_FIELDS)}; cost: {', '.join(COST_FIELDS)})"
         )
+
+
+def _reference_advice(step: PaidStep, ref: str) -> str:
+    """The command that records a reference the vendor reported and jobstate could not record, or ""."""
+    try:
+        validate_remote_ref(ref)
+    except UsageError:
+        return ""  # no command records it
+    where = f"--episode {shlex.quote(step.episode.episode_id)} --step {shlex.quote(step.step)}"
+    if step.remote_ref is None:
+        return (
+            f"; the vendor accepted remote task {ref}, record it with: jobstate resolve {where} "
+            f"--accepted {shlex.quote(ref)} --by NAME --reason TEXT"
+        )
+    # a resumed task reported under another reference: the operator knows whether it is the same task
+    old = shlex.quote(step.remote_ref)
+    return (
+        f"; if the vendor now calls remote task {step.remote_ref} {ref}, record it with: jobstate resolve {where} "
+        f"--accepted {shlex.quote(ref)} --replaces {old} --by NAME --reason TEXT; if not, nothing is recorded "
+        f"and the next run resumes {step.remote_ref}"
+    )
 
 
 def reported_charges(cost: object, source: Path) -> list[tuple[str, str, str | None]]:
@@ -307,10 +361,7 @@ def _record(
             step.accepted(str(ref))
         except JobstateError as exc:
             # the vendor accepted: whoever resolves this must learn the task reference from us
-            exc.args = (
-                f"{exc}; the vendor accepted remote task {ref}, record it with: jobstate resolve "
-                f"--episode {episode_id} --step {step_name} --accepted {ref} --by NAME --reason TEXT",
-            )
+            exc.args = (f"{exc}{_reference_advice(step, str(ref))}",)
             raise
     elif report.get("submitted") is False and step.remote_ref is None:
         step.not_submitted(str(report.get("error", "the command reported that nothing was submitted")))

@@ -68,6 +68,7 @@ from jobstate.store.episode_files import (
     submissions_change,
 )
 from jobstate.store.lock import FileLock
+from jobstate.store.private import refuse_tracked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, sync, transact
 
@@ -359,6 +360,7 @@ def paid_step(
         parse_max_cost(max_cost)  # refuse bad input before anything else
     if request is not None:
         fingerprint = mapping_fingerprint(request)
+    refuse_tracked(store)  # before the step lock's file is opened under .jobstate/
     if store.remote is not None or store.interrupted():
         sync(store)  # finish what a killed jobstate left; with a remote, the episode may be from another host
     guard(store, episode_id, clean=False)  # before any credential or vendor client; clean under the lock in _begin

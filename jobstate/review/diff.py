@@ -14,7 +14,8 @@ from typing import Any, TypeVar
 
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
-from jobstate.core.model import Violation, appended
+from jobstate.core.layout import PRIVATE
+from jobstate.core.model import Violation, appended, tracked_private
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
 from jobstate.git.history import removing_commit
@@ -227,6 +228,7 @@ def _settings_rows(base: StateView, new: StateView) -> list[dict[str, Any]]:
 
 # the worst first; every kind the model raises is here
 ALARM_ORDER = [
+    "private file tracked",
     "record refused",
     "episode deleted",
     "completed episode edited",
@@ -316,6 +318,7 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     result.budgets = budget_use(new, touched)
     per_commit, notes = range_violations(path, base, rev)
     add_alarms(result, per_commit)
+    add_alarms(result, tracked_private(Revision(locate(path), new.commit).tracked(PRIVATE)))
     result.unreadable += notes
     _removals(locate(path), old, new, result)
     _signers(path, base, rev, result)

@@ -11,6 +11,7 @@ from jobstate.core.status import episode_status, step_status
 from jobstate.paid.leftovers import running_steps
 from jobstate.paid.staging import kept_outputs
 from jobstate.store.episode_files import approval, artifacts, cost_entries, submissions
+from jobstate.store.private import refused_reports
 from jobstate.store.store import Store
 from jobstate.store.yamlio import load_file
 
@@ -31,6 +32,10 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
     if kept:
         # an interrupted attempt's output, never recorded: the operator decides what to do with it
         out["unrecorded_output"] = kept
+    refused = refused_reports(store, eid)
+    if refused:
+        # what a step's command reported and jobstate refused: moved aside for the operator, never read again
+        out["refused_reports"] = refused
     if not records:
         return out
     entries = cost_entries(store, eid)

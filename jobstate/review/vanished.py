@@ -16,7 +16,7 @@ from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanish
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.history import EPISODE_FILES as _EPISODES
 from jobstate.git.history import Event, branch_tips, episode_events, files_at, removing_commit
-from jobstate.git.snapshot import git_read
+from jobstate.git.snapshot import git_read, tracked_in_work_tree
 from jobstate.store.catalog import Catalog
 from jobstate.store.yamlio import loads
 
@@ -114,7 +114,10 @@ def find_vanished(
 def catalog_knowledge(cwd: Path) -> tuple[str, dict[str, str | None]] | None:
     """What the derived catalog (if any) already knows the branch ever had: the commit it reflects
     and every episode ID with its key. Opened read-only: nothing is written. Read-only."""
-    cat = Catalog.open_readonly(cwd / PRIVATE / "catalog.sqlite")
+    path = cwd / PRIVATE / "catalog.sqlite"
+    if path.is_symlink() or tracked_in_work_tree(cwd, PRIVATE):
+        return None  # not a catalog jobstate wrote: the whole history is walked instead
+    cat = Catalog.open_readonly(path)
     if cat is None:
         return None
     try:

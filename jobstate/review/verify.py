@@ -26,13 +26,14 @@ from jobstate.core.layout import (
     ARTIFACTS,
     CONFIG_FILE,
     COSTS,
+    PRIVATE,
     RECORD_FILES,
     STATE,
     SUBMISSIONS,
     episode_dir,
     is_retired_path,
 )
-from jobstate.core.model import attempts_violations, completion_problems
+from jobstate.core.model import attempts_violations, completion_problems, tracked_private
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import is_period, parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
@@ -153,6 +154,7 @@ def collect(
     if isinstance(snap, WorkTree) and not (snap.root / "state").is_dir():
         raise NotInitialized(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
     config = _check_config(snap, problems)
+    problems += [Problem(v.record, f"{v.kind}: {v.rule}") for v in tracked_private(snap.tracked(PRIVATE))]
     by_dir: dict[str, list[str]] = {}
     history: dict[str, str] = {}
     tombstones: dict[str, str] = {}

@@ -13,16 +13,18 @@ import re
 from jobstate.atomic import atomic_write
 from jobstate.core.layout import REMOTE_TIP_FILE
 from jobstate.errors import RemoteRewritten
+from jobstate.store.private import read_private
 from jobstate.store.store import Store
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 def _tips(store: Store) -> dict[str, str]:
+    raw = read_private(store, store.path(REMOTE_TIP_FILE))  # refused when jobstate did not write it
     try:
-        data = json.loads(store.path(REMOTE_TIP_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}  # none yet (or not ours): the next fetch or push records one
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        return {}  # none yet (or half written): the next fetch or push records one
     if not isinstance(data, dict):
         return {}
     return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str) and _SHA.fullmatch(v)}

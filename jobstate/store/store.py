@@ -152,7 +152,7 @@ class Store:
 
     def ensure_private(self) -> None:
         # self-ignoring, like .pytest_cache: nothing in it can ever be committed
-        if not (self.private / ".gitignore").exists():
+        if not os.path.lexists(self.private / ".gitignore"):  # a dangling symlink is never written through
             self.private.mkdir(exist_ok=True)
             (self.private / ".gitignore").write_text("*\n", encoding="utf-8")
 

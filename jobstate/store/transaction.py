@@ -20,6 +20,8 @@ import contextlib
 import json
 import os
 import random
+import re
+import shlex
 import shutil
 import sys
 import time
@@ -30,7 +32,8 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from jobstate.atomic import atomic_dir, atomic_write
-from jobstate.core.layout import CONFIG_FILE, STATE, describes_episode
+from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, describes_episode
+from jobstate.core.model import tracked_private
 from jobstate.errors import (
     ConcurrentUpdate,
     DirtyState,
@@ -42,12 +45,14 @@ from jobstate.errors import (
 from jobstate.git.index import IndexLock
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
+from jobstate.store.private import checked_path, read_private, refuse_tracked
 from jobstate.store.remote_tip import check_remote_tip, record_remote_tip
 from jobstate.store.store import REMOTE_UNSURE, Store
 from jobstate.store.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
 
 T = TypeVar("T")
 ATTEMPTS = 30
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 @dataclass
@@ -73,6 +78,7 @@ class Pending:
 def locked(store: Store) -> Iterator[None]:
     """Hold the lock, after finishing whatever an interrupted change left undone."""
     store.require_initialized()
+    refuse_tracked(store)  # before the lock file is opened or any private record read
     store.ensure_private()
     with FileLock(store.lock_path, store.lock_timeout):
         finish_pending(store)
@@ -111,13 +117,13 @@ def finish_pending(store: Store) -> None:
     """Finish what a killed jobstate left, under the lock: the work tree and index of a commit
     that landed, and the work-tree files of a change that did not (put back as they were)."""
     marker = store.private / "pending.json"
+    data = read_private(store, marker)
     try:
-        pending: Pending | None = Pending(**json.loads(marker.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        pending = None
+        record = None if data is None else Pending(**json.loads(data))
     except (ValueError, TypeError):
-        pending = None
+        record = None
         marker.unlink()
+    pending = None if record is None else _checked_pending(store, record)
     if pending is not None:
         _remove_killed_ref_locks(store, marker.stat().st_mtime)
         head = store.git.head_commit()
@@ -128,6 +134,28 @@ def finish_pending(store: Store) -> None:
         # else the commit never landed here; the undo record below puts the files back
         marker.unlink()
     _undo_unlanded(store)
+
+
+def _checked_pending(store: Store, pending: Pending) -> Pending:
+    """A pending record as jobstate writes it; anything in it that is not safe to follow is refused."""
+    source = f"{PRIVATE}/pending.json"
+    lists = (pending.paths, pending.renames, pending.materialize)
+    if (
+        not isinstance(pending.commit, str)
+        or not _SHA.fullmatch(pending.commit)
+        or not all(isinstance(v, list) for v in lists)
+        or not all(isinstance(pair, list) and len(pair) == 2 for pair in pending.renames)
+    ):
+        raise DirtyState(
+            f"{source} is not a record jobstate writes (a commit ID, lists of paths), so it was not followed; "
+            "look at it, then move it away (nothing was changed)"
+        )
+    for rel in [*pending.paths, *pending.materialize]:
+        checked_path(store, rel, source, tracked=True)  # a fast-forward's files come from the commit
+    for pair in pending.renames:
+        for rel in pair:
+            checked_path(store, rel, source)
+    return pending
 
 
 def _remove_killed_ref_locks(store: Store, since: float) -> None:
@@ -183,18 +211,40 @@ def _write_undo(store: Store, before: Mapping[str, bytes | None], after: Mapping
 
 def _undo_unlanded(store: Store) -> None:
     path = store.private / "undo.json"
-    try:
-        undo = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    data = read_private(store, path)
+    if data is None:
         return
+    try:
+        undo = json.loads(data)
     except ValueError:
         undo = {}
+    undo = _checked_undo(store, undo)
     if undo and store.git.head_commit() is not None:
         landed = _landed(store, {rel: new_sha for rel, (_old_sha, new_sha) in undo.items()})
         for rel, (old_sha, _new_sha) in undo.items():
             if rel not in landed:
                 _put(store, rel, None if old_sha is None else store.git.read_object(old_sha)[1])
     path.unlink()
+
+
+def _checked_undo(store: Store, undo: object) -> dict[str, list[str | None]]:
+    """An undo record as jobstate writes it (path -> [old blob, new blob]); a path that is not safe to
+    write, or a value that is no pair of blob IDs, is refused: the record was not jobstate's."""
+    source = f"{PRIVATE}/undo.json"
+    if not isinstance(undo, dict):
+        undo = {}
+    for rel, value in undo.items():
+        checked_path(store, rel, source)
+        if not (
+            isinstance(value, list)
+            and len(value) == 2
+            and all(v is None or (isinstance(v, str) and _SHA.fullmatch(v)) for v in value)
+        ):
+            raise DirtyState(
+                f"{source} maps {shlex.quote(rel)} to no pair of blob IDs: jobstate never writes such a record, "
+                "so it was not followed; look at it, then move it away (nothing was changed)"
+            )
+    return undo
 
 
 def _landed(store: Store, new: Mapping[str, str | None]) -> set[str]:
@@ -468,6 +518,13 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
     if dirty:
         raise UsageError(
             f"{dirty[0][1]} has local changes that the {remote} tip also changes; commit or discard them first"
+        )
+    delivered = tracked_private(changed)
+    if delivered:
+        raise DirtyState(
+            f"the {remote} tip {tip[:12]} tracks {delivered[0].record}: jobstate reads under {PRIVATE}/ only what "
+            f"it wrote itself, so it will not bring this clone to that tip (nothing was changed); remove it there "
+            f"with: git rm --cached -r {shlex.quote(PRIVATE)}/ and push"
         )
     pending = Pending(tip, sorted(changed), [], sorted(changed))
     marker = store.private / "pending.json"
