@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, NoReturn, cast
 from jobstate.core.clock import utc_now
 from jobstate.core.keys import SCHEDULERS
 from jobstate.error_handler import run_handled
-from jobstate.errors import EXIT_CODES, UsageError
+from jobstate.errors import UsageError, help_table
 from jobstate.store.store import StoreOptions
 
 if TYPE_CHECKING:
@@ -201,10 +201,12 @@ Money: --max-cost "12.40 USD" reserves the step's maximum against the period's b
 runs; --request FILE adds the request's bytes to the fingerprint (with CMD's argv) that a later run
 of the same step must match.
 
-Exit codes: 0 done (or already completed); 9 CMD failed (its own code on stderr); 2 bad input;
-3 the step or the lock is held elsewhere; 5 unknown episode; 6 an earlier attempt is unknown
-(run: jobstate resolve ...); 4 a charge contradicts the ledger, or the request changed
-(jobstate resolve --supersede); 8 the budget has no room for --max-cost; 7 state cannot be read.
+Exit codes: 0 done (or already completed); 9 CMD failed, or could not start (its own code, or 127/126
+as a shell says, on stderr); 2 bad input, a refused result file, or a committed file CMD changed
+without reporting it; 3 the step or the lock is held elsewhere; 5 unknown episode; 11 the episode is
+completed; 6 an earlier attempt is unknown (run: jobstate resolve ...); 4 a charge contradicts the
+ledger, or the request changed (jobstate resolve --supersede); 8 the budget has no room for
+--max-cost; 7 state cannot be read. All codes: jobstate --help.
 """
 
 
@@ -250,11 +252,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser (also used to document the commands); with ``only``, that command's alone."""
     common = _Parser(add_help=False)
     _add_common(common, argparse.SUPPRESS)
-    codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
     parser = _Parser(
         prog="jobstate",
         description="Durable, idempotent episode IDs for recurring paid jobs.",
-        epilog=f"exit codes (the same in every command):\n{codes}",
+        epilog=f"exit codes (the same in every command; docs/exit-codes.md says when):\n{help_table()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"jobstate {__version__}")

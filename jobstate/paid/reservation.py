@@ -29,11 +29,18 @@ def check_fingerprint(episode_id: str, step: str, last: Attempt | None, fingerpr
     if recorded is None or recorded == fingerprint:
         return
     said = _SAID.get(last.state, last.state.value)
+    supersede = f"jobstate resolve --episode {episode_id} --step {step} --supersede --by NAME --reason TEXT"
+    if last.state == AttemptState.ACCEPTED:
+        # supersede refuses an accepted attempt (its task may still charge): collect it first
+        advice = (
+            "the vendor accepted it, so collect it first by running the recorded request again (it resumes the "
+            f"task, never resubmits); then open a new attempt for the changed one with: {supersede}"
+        )
+    else:
+        advice = f"run the recorded request again, or open a new attempt for the changed one with: {supersede}"
     raise FingerprintMismatch(
         f"step {step} of {episode_id} attempt {last.number} is {said} for request {recorded}, "
-        f"but this run's request is {fingerprint}: nothing was run; run the recorded request again, or open a "
-        f"new attempt for the changed one with: jobstate resolve --episode {episode_id} --step {step} "
-        "--supersede --by NAME --reason TEXT"
+        f"but this run's request is {fingerprint}: nothing was run; {advice}"
     )
 
 

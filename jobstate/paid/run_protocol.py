@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -17,7 +18,7 @@ from pathlib import Path
 from jobstate.core.keys import request_fingerprint
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.records import AttemptState
-from jobstate.errors import CommandFailed, JobstateError, SubmissionUnknown, UsageError
+from jobstate.errors import CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import PaidStep, paid_step
 from jobstate.store.store import Store
@@ -142,7 +143,12 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         proc = subprocess.run(list(command), env=env, check=False)
     except OSError as exc:
         step.not_submitted(f"command could not start: {exc.strerror}")
-        raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+        # a shell's codes for the same: 127 not found, 126 found but not runnable
+        own = 127 if isinstance(exc, FileNotFoundError) else 126
+        raise CommandFailed(
+            f"cannot run {command[0]!r}: {exc.strerror} (as a shell says, {own}); step {step_name} was not submitted",
+            own,
+        ) from None
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode  # killed by a signal: 128+N
     report = _read_report(result)
     if report is None:
@@ -153,7 +159,15 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
                 f"step {step_name} is recorded as completed with no remote task, cost or artifact"
             )
     _warn_unknown_fields(report, result, notify)
-    _record(step, episode_id, step_name, report, result=result, notify=notify)
+    try:
+        _record(step, episode_id, step_name, report, result=result, notify=notify)
+    except JobstateError as exc:
+        if code == 0:
+            raise
+        # CMD's failure comes first (exit 9); the refusal of its report is said too
+        raise CommandFailed(f"{command[0]} exited with {code}; its report was refused as well: {exc}", code) from None
+    if code == 0:
+        _refuse_unreported_changes(step)
     not_submitted = step.state == AttemptState.NOT_SUBMITTED
     if code == 0 and not_submitted:
         notify(
@@ -167,6 +181,20 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         elif not_submitted:
             state = "not accepted"
         raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
+
+
+def _refuse_unreported_changes(step: PaidStep) -> None:
+    """A CMD that changed or removed a committed file without reporting it left the episode dirty:
+    every later paid step would be refused, so this run does not end as a success either."""
+    directory = step.episode.directory
+    changed = [path for code, path in step.store.git.status(directory) if code != "??"]
+    if changed:
+        raise DirtyState(
+            f"step {step.step} of {step.episode.episode_id} is recorded, but its command changed {changed[0]} "
+            f"(committed before, not reported as an artifact){' and more' if len(changed) > 1 else ''}; "
+            f"report it in $JOBSTATE_RESULT's artifacts, or restore it with: git checkout HEAD -- "
+            f"{shlex.quote(changed[0])}"
+        )
 
 
 def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str], None]) -> None:

@@ -44,6 +44,7 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import AttemptState, Episode
 from jobstate.errors import (
     DirtyState,
+    EpisodeCompleted,
     EpisodeUnknown,
     JobstateError,
     StateInvalid,
@@ -113,7 +114,9 @@ def guard(
             f"(git checkout -- {dirty[0][1]}) before a paid step (git status -- {directory})"
         )
     if store.path(history_path(episode_id)).exists():
-        raise EpisodeUnknown(f"episode {episode_id} is already completed; nothing more can be paid for it")
+        raise EpisodeCompleted(
+            f"episode {episode_id} is completed; nothing more can be paid for it or decided", episode_id
+        )
     return store.episode(episode_id)
 
 
@@ -315,7 +318,11 @@ def paid_step(
         fingerprint = mapping_fingerprint(request)
     if store.remote is not None or store.interrupted():
         sync(store)  # finish what a killed jobstate left; with a remote, the episode may be from another host
-    guard(store, episode_id, clean=False)  # before any credential or vendor client; clean under the lock in _begin
+    try:
+        guard(store, episode_id, clean=False)  # before any credential or vendor client; clean under the lock in _begin
+    except EpisodeCompleted:
+        _refuse_completed_repeat(store, episode_id, step, fingerprint)
+        raise
     step_lock = FileLock(store.path(step_lock_path(episode_id, step)), timeout=0)
     try:
         step_lock.__enter__()
@@ -349,6 +356,17 @@ def paid_step(
         handle._update(f"done {episode_id} {step} attempt {handle.attempt}", done)
     finally:
         step_lock.__exit__(None, None, None)
+
+
+def _refuse_completed_repeat(store: Store, episode_id: str, step: str, fingerprint: str | None) -> None:
+    """On a completed episode, the same step run again with its recorded request is a repeat: exit 0."""
+    attempts = submissions(store, episode_id).get(step) or []
+    last = attempts[-1] if attempts else None
+    same = last is not None and (fingerprint is None or last.fingerprint in (None, fingerprint))
+    if last is not None and same and last.state == AttemptState.COMPLETED:
+        raise StepAlreadyCompleted(
+            f"step {step} of {episode_id} already completed and the episode is completed; nothing run"
+        )
 
 
 def _begin(

@@ -19,7 +19,7 @@ from jobstate.core.clock import utc_now
 from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_path
 from jobstate.core.periods import Period, parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict
-from jobstate.errors import EpisodeUnknown, NotInitialized, StateInvalid, UsageError
+from jobstate.errors import DirtyState, EpisodeUnknown, NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo, find_root
 from jobstate.store.catalog import Catalog
 from jobstate.store.config import Config
@@ -242,7 +242,8 @@ class Store:
                 continue
             path = episode_path(entry.name)
             if not (self.root / path).is_file():
-                raise StateInvalid(
+                tracked = self.git.run("ls-files", "-z", "--", f"{STATE}/{entry.name}").stdout
+                raise (StateInvalid if tracked else DirtyState)(
                     f"{STATE}/{entry.name} is not an episode (it has no {EPISODE_FILE}): state/ holds only "
                     "episode directories; move it out of state/"
                 )
