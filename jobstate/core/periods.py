@@ -50,10 +50,22 @@ def is_period(text: str) -> bool:
     return True
 
 
+_FORMATS = {
+    "iso-week": ("ISO week", "YYYY-Www with a two-digit week, e.g. 2026-W05"),
+    "day": ("day", "YYYY-MM-DD, e.g. 2026-08-07"),
+    "month": ("month", "YYYY-MM, e.g. 2026-08"),
+}
+
+
 def parse_period(text: str, kind: str | None = None) -> Period:
     """Parse a canonical period ID; ``kind`` restricts it to one kind of period."""
     found = _kind_of(text) if isinstance(text, str) and text.isascii() else None
     if found is None:
+        looks = "iso-week" if isinstance(text, str) and "w" in text.lower() else None
+        want = kind or looks
+        if want is not None:
+            # one format named, the one asked for (or the one it looks like): not a list to guess from
+            raise UsageError(f"invalid {_FORMATS[want][0]} {text!r}: expected {_FORMATS[want][1]}")
         raise UsageError(f"invalid period {text!r}: expected YYYY-Www (ISO week), YYYY-MM-DD (day) or YYYY-MM (month)")
     if kind is not None and found != kind:
         raise UsageError(f"period {text!r} is a {found} but this repository counts {kind} periods")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from jobstate.core import advice
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.budget import budget_period, check_reservation, crosses_warning, episode_periods, parse_max_cost
 from jobstate.core.layout import CONFIG_FILE, COSTS, STATE, SUBMISSIONS
@@ -87,8 +88,8 @@ def _refuse_uncommitted_inputs(store: Store, periods: list[str]) -> None:
     for code, path in store.git.status(*specs):
         if code != "??":
             raise DirtyState(
-                f"{path} has uncommitted changes and the budget decision reads it: commit it or restore it "
-                f"(git checkout -- {path}); nothing was run"
+                f"{path} has uncommitted changes and the budget decision reads it: "
+                f"{advice.commit_or_restore(path, code)}; nothing was run"
             )
 
 

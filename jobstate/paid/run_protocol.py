@@ -15,16 +15,17 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from jobstate.core import advice
 from jobstate.core.keys import request_fingerprint
+from jobstate.core.layout import episode_dir
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.records import AttemptState
+from jobstate.core.result import COST_FIELDS, REPORT_FIELDS, check_report
 from jobstate.errors import CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid.resolution import resolve
-from jobstate.paid.step import PaidStep, paid_step
+from jobstate.paid.step import PaidStep, paid_step, resolve_command
+from jobstate.store.episode_files import artifacts
 from jobstate.store.store import Store
-
-REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
-COST_FIELDS = ("amount", "currency", "charge_id")
 
 
 def _read_report(path: Path) -> dict[str, object] | None:
@@ -99,6 +100,7 @@ def run_step_command(
             raise
         with step_of() as step:
             _run(step, command, notify)
+    _refuse_unreported_changes(store, episode_id, step_name)
 
 
 def result_path(store: Store, episode_id: str, step_name: str, attempt: int) -> Path:
@@ -160,14 +162,18 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
             )
     _warn_unknown_fields(report, result, notify)
     try:
+        try:
+            check_report(report, str(result))
+        except UsageError as exc:
+            state = f"accepted as {step.remote_ref}" if step.remote_ref else "unknown: check with the vendor, then run"
+            advice = "" if step.remote_ref else f" {resolve_command(episode_id, step_name)}"
+            raise UsageError(f"{exc}; nothing of it was recorded and step {step_name} is {state}{advice}") from None
         _record(step, episode_id, step_name, report, result=result, notify=notify)
     except JobstateError as exc:
         if code == 0:
             raise
         # CMD's failure comes first (exit 9); the refusal of its report is said too
         raise CommandFailed(f"{command[0]} exited with {code}; its report was refused as well: {exc}", code) from None
-    if code == 0:
-        _refuse_unreported_changes(step)
     not_submitted = step.state == AttemptState.NOT_SUBMITTED
     if code == 0 and not_submitted:
         notify(
@@ -183,17 +189,17 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
 
 
-def _refuse_unreported_changes(step: PaidStep) -> None:
+def _refuse_unreported_changes(store: Store, episode_id: str, step_name: str) -> None:
     """A CMD that changed or removed a committed file without reporting it left the episode dirty:
     every later paid step would be refused, so this run does not end as a success either."""
-    directory = step.episode.directory
-    changed = [path for code, path in step.store.git.status(directory) if code != "??"]
+    changed = [(code, path) for code, path in store.git.status(episode_dir(episode_id)) if code != "??"]
     if changed:
+        code, path = changed[0]
+        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         raise DirtyState(
-            f"step {step.step} of {step.episode.episode_id} is recorded, but its command changed {changed[0]} "
-            f"(committed before, not reported as an artifact){' and more' if len(changed) > 1 else ''}; "
-            f"report it in $JOBSTATE_RESULT's artifacts, or restore it with: git checkout HEAD -- "
-            f"{shlex.quote(changed[0])}"
+            f"step {step_name} of {episode_id} is recorded, but its command changed {path}{more}, committed "
+            f"earlier and not reported as an artifact, so the next paid step would be refused: restore it with: "
+            f"{advice.restore(path, code)} (a command that rewrites an artifact reports it)"
         )
 
 
@@ -275,16 +281,22 @@ def _record(
             # the vendor accepted: whoever resolves this must learn the task reference from us
             exc.args = (
                 f"{exc}; the vendor accepted remote task {ref}, record it with: jobstate resolve "
-                f"--episode {episode_id} --step {step_name} --accepted {ref} --by NAME --reason TEXT",
+                f"--episode {episode_id} --step {step_name} --accepted {shlex.quote(str(ref))} --by NAME --reason TEXT",
             )
             raise
     elif report.get("submitted") is False and step.remote_ref is None:
         step.not_submitted(str(report.get("error", "the command reported that nothing was submitted")))
-    reported = report.get("artifacts", [])
-    if not isinstance(reported, list):
-        raise UsageError(f"{result}: 'artifacts' must be a list of paths")
+    reported = report.get("artifacts") or []
+    assert isinstance(reported, list)  # check_report
+    earlier = artifacts(step.store, episode_id)
     for amount, currency, charge_id in reported_charges(report.get("cost"), result):
         if not step.cost(amount, currency, charge_id=charge_id):
             notify(f"cost {amount} {currency} of step {step_name} is already in the ledger; not added again")
     for path in reported:
+        record = earlier.get(str(path))
+        if record is not None and record.step not in (None, step_name):
+            notify(
+                f"warning: step {step_name} reports artifact {path}, which step {record.step} recorded earlier: "
+                f"the record now says step {step_name} wrote it (the earlier one stays in Git history)"
+            )
         step.artifact(str(path))

@@ -22,6 +22,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from jobstate.core import advice
 from jobstate.core.artifacts import Artifact, artifacts_to_yaml_dict, new_artifact
 from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.budget import parse_max_cost
@@ -87,10 +88,7 @@ def guard(
     store.require_initialized()
     directory = episode_dir(episode_id)
     if not store.path(episode_path(episode_id)).is_file():
-        raise EpisodeUnknown(
-            f"episode {episode_id} does not exist; allocate it first with: "
-            "jobstate allocate --key KEY --date YYYY-MM-DD"
-        )
+        store.episode(episode_id)  # raises what is wrong: unknown, or deleted from the work tree only
     committed = committed_files(store.git, directory)
     if committed is None or episode_path(episode_id) not in committed:
         raise EpisodeUnknown(
@@ -110,8 +108,8 @@ def guard(
                 "not recorded yet: wait for it to finish, then run this again"
             )
         raise DirtyState(
-            f"{dirty[0][1]} in episode {episode_id} differs from what is committed; commit it or restore it "
-            f"(git checkout -- {dirty[0][1]}) before a paid step (git status -- {directory})"
+            f"{dirty[0][1]} in episode {episode_id} differs from what is committed, and a paid step needs it "
+            f"committed: {advice.commit_or_restore(dirty[0][1], dirty[0][0])} (git status -- {directory})"
         )
     if store.path(history_path(episode_id)).exists():
         raise EpisodeCompleted(

@@ -15,8 +15,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from jobstate.core import advice
 from jobstate.core.clock import utc_now
-from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_path
+from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_dir, episode_path
 from jobstate.core.periods import Period, parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict
 from jobstate.errors import DirtyState, EpisodeUnknown, NotInitialized, StateInvalid, UsageError
@@ -214,6 +215,13 @@ class Store:
         path = episode_path(episode_id)
         file = self.root / path
         if not file.is_file():
+            if self.git.run("cat-file", "-e", f"HEAD:{path}", check=False).returncode == 0:
+                # deleted from the work tree only: allocating again would give another ID
+                directory = episode_dir(episode_id)
+                raise DirtyState(
+                    f"episode {episode_id} is committed but {directory} is missing from the work tree; "
+                    f"restore it with: {advice.restore(directory, ' D')}"
+                )
             remote = self.remote
             if remote is not None:
                 # another host may have allocated it: advising a new allocation would invite a duplicate run

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from jobstate.atomic import atomic_dir, atomic_write
+from jobstate.core import advice
 from jobstate.core.layout import CONFIG_FILE, STATE, describes_episode
 from jobstate.errors import (
     ConcurrentUpdate,
@@ -404,8 +405,8 @@ def _refuse_uncommitted_settings(store: Store) -> None:
     data = store.config_bytes()
     if (store.git.blob_sha(data) if data or head else "") != head:
         raise DirtyState(
-            f"{CONFIG_FILE} differs from HEAD and decisions read it: commit it or restore it "
-            f"(git checkout -- {CONFIG_FILE}); nothing was written"
+            f"{CONFIG_FILE} differs from HEAD and decisions read it: {advice.commit_or_restore(CONFIG_FILE)}; "
+            "nothing was written"
         )
 
 

@@ -12,6 +12,7 @@ import os
 import shutil
 
 from jobstate.atomic import TEMP_PREFIX
+from jobstate.core import advice
 from jobstate.core.layout import (
     EPISODE_FILE,
     HISTORY,
@@ -182,7 +183,7 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
     if gone:
         raise UsageError(
             f"{STATE}/{gone[0]} is committed but missing from the work tree; restore it with: "
-            f"git checkout -- {STATE}/{gone[0]}"
+            f"{advice.restore(f'{STATE}/{gone[0]}', ' D')}"
         )
     if not found:
         cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
@@ -210,10 +211,8 @@ def check_clean(store: Store, row: Row) -> bytes:
         data = (store.root / row.path).read_bytes()
     except FileNotFoundError:
         raise UsageError(
-            f"{row.path} is committed but missing from the work tree; restore it with: git checkout -- {row.path}"
+            f"{row.path} is committed but missing from the work tree; restore it with: {advice.restore(row.path, ' D')}"
         ) from None
     if store.git.blob_sha(data) != row.blob:
-        raise UsageError(
-            f"{row.path} has uncommitted changes; commit them or restore the file with: git checkout -- {row.path}"
-        )
+        raise UsageError(f"{row.path} has uncommitted changes: {advice.commit_or_restore(row.path)}")
     return data
