@@ -114,7 +114,7 @@ def episode_from_yaml_dict(data: Any, source: str, directory_name: str | None) -
     if schema is None and "episode_id" not in data:
         # what jobstate wrote before versioned IDs: migrate reads it, nothing else does
         raise StateInvalid(
-            f"{source}: a legacy record (week-only ID, no schema); run jobstate migrate to give it a versioned ID "
+            f"{source}: a legacy record (week-only ID, no schema); give it a versioned ID, run: jobstate migrate "
             "(jobstate migrate --dry-run shows the plan first)"
         )
     if schema != SCHEMA or isinstance(schema, bool):

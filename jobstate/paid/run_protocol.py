@@ -123,6 +123,10 @@ def _accept_early_report(
     ref = None if report is None else report.get("remote_ref")
     if not isinstance(ref, str):
         return False
+    try:
+        check_report(report or {}, str(path))
+    except UsageError:
+        return False  # a report that contradicts itself proves nothing either
     reason = f"the command's result file {path.name}, written before it was interrupted, names remote task {ref}"
     try:
         resolve(store, episode_id, step_name, accepted=ref, by="jobstate", reason=reason, notify=notify)
@@ -165,7 +169,7 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         try:
             check_report(report, str(result))
         except UsageError as exc:
-            state = f"accepted as {step.remote_ref}" if step.remote_ref else "unknown: check with the vendor, then run"
+            state = f"accepted as {step.remote_ref}" if step.remote_ref else "unknown: check with the vendor, then run:"
             advice = "" if step.remote_ref else f" {resolve_command(episode_id, step_name)}"
             raise UsageError(f"{exc}; nothing of it was recorded and step {step_name} is {state}{advice}") from None
         _record(step, episode_id, step_name, report, result=result, notify=notify)
