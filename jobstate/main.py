@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NoReturn, cast
 
 from jobstate.core.clock import utc_now
+from jobstate.core.inputs import check_environment, number, one_line
 from jobstate.core.keys import SCHEDULERS
 from jobstate.error_handler import run_handled
 from jobstate.errors import UsageError, help_table
@@ -57,18 +58,27 @@ def _columns() -> int:
 
 
 def _number(what: str, low: float, high: float, *, whole: bool) -> Callable[[str], float]:
-    """An argparse type: a number of ``what`` from ``low`` to ``high`` (refuses nan, inf and text)."""
+    """An argparse type: a number of ``what`` from ``low`` to ``high`` (core.inputs.number, the one rule)."""
 
     def parse(text: str) -> float:
         try:
-            value = int(text) if whole else float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if whole else ''}number of {what}") from None
-        if not low <= value <= high:  # also false for nan
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what} from {low:g} to {high:g}")
-        return value
+            return number(text, what, low, high, whole=whole)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
+
+
+def _check_text(a: argparse.Namespace) -> None:
+    """Every option's text is one line (core.inputs.one_line); CMD's own arguments are CMD's business."""
+    for dest, value in vars(a).items():
+        if dest in ("cmd", "now") or not isinstance(value, str):
+            continue
+        option = dest.upper() if dest in _POSITIONAL else "--" + dest.rstrip("_").replace("_", "-")
+        one_line(value, option)
+
+
+_POSITIONAL = frozenset(("episode_id", "episode", "base", "rev"))
 
 
 _seconds = _number("seconds", 0, 86400, whole=False)
@@ -451,6 +461,8 @@ def main(argv: Sequence[str] | None = None, *, now: Callable[[], datetime] = utc
         # a known command first: build its parser alone; anything else gets the whole parser's answer
         only = words[0] if words and words[0] in COMMANDS else None
         args = build_parser(only).parse_args(words)
+        _check_text(args)
+        check_environment(os.environ)
         args.now = now
         return _dispatch(args)
 

@@ -116,6 +116,14 @@ def parse_date(text: str) -> date:
         raise UsageError(f"invalid date {text!r}: no such calendar date") from None
 
 
+def require_kind(period: Period, kind: str, where: object) -> None:
+    """Refuse a period of another kind than the repository ``where`` counts: it would select nothing."""
+    if period.kind != kind:
+        raise UsageError(
+            f"period {period.id} is a {period.kind} but {where} counts {kind} periods (setting period in jobstate.yaml)"
+        )
+
+
 def format_episode_id(period: Period, sequence: int) -> str:
     """``2026-W32`` and 1 give ``2026-W32-1``."""
     return f"{period.id}-{sequence}"
@@ -166,9 +174,13 @@ def period_from(
 def parse_time(text: str) -> datetime:
     """An ISO 8601 time as given (with or without an offset); UsageError otherwise."""
     try:
-        return datetime.fromisoformat(text)
+        moment = datetime.fromisoformat(text)
     except ValueError:
         raise UsageError(f"invalid time {text!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
+    if not 1 < moment.year < 9999:
+        # a day of timezone, or a schedule's previous tick, would fall off the calendar (datetime's years 1-9999)
+        raise UsageError(f"time {text!r} is at the edge of the calendar: give a time from year 2 to 9998")
+    return moment
 
 
 def local_date(at: str, timezone: str) -> date:

@@ -17,8 +17,9 @@ from typing import NamedTuple
 
 from jobstate.core import advice
 from jobstate.core.clock import utc_now
+from jobstate.core.inputs import env_number
 from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_dir, episode_path
-from jobstate.core.periods import Period, parse_episode_id
+from jobstate.core.periods import Period, parse_episode_id, require_kind
 from jobstate.core.records import Episode, episode_from_yaml_dict
 from jobstate.errors import DirtyState, EpisodeUnknown, NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo, find_root
@@ -91,11 +92,7 @@ class Store:
 
     def require_period_kind(self, period: Period) -> None:
         """Refuse a period of another kind than the repository counts (``period`` in jobstate.yaml)."""
-        if period.kind != self.config.period:
-            raise UsageError(
-                f"period {period.id} is a {period.kind} but {self.root} counts {self.config.period} periods "
-                "(setting period in jobstate.yaml)"
-            )
+        require_kind(period, self.config.period, self.root)
 
     @property
     def config(self) -> Config:
@@ -125,14 +122,8 @@ class Store:
         """Seconds to wait for the lock: argument, then JOBSTATE_LOCK_TIMEOUT, then jobstate.yaml."""
         if self._lock_timeout is not None:
             return _checked_timeout(self._lock_timeout, "--lock-timeout")
-        env = os.environ.get("JOBSTATE_LOCK_TIMEOUT")
-        if env:
-            try:
-                value = float(env)
-            except ValueError:
-                raise UsageError(f"JOBSTATE_LOCK_TIMEOUT={env!r} is not a number of seconds") from None
-            return _checked_timeout(value, "JOBSTATE_LOCK_TIMEOUT")
-        return self.config.lock_timeout
+        value = env_number(os.environ, "JOBSTATE_LOCK_TIMEOUT")
+        return self.config.lock_timeout if value is None else value
 
     @property
     def remote_timeout(self) -> float:

@@ -31,6 +31,7 @@ from typing import Generic, TypeVar
 
 from jobstate.atomic import atomic_dir, atomic_write
 from jobstate.core import advice
+from jobstate.core.inputs import env_number
 from jobstate.core.layout import CONFIG_FILE, STATE, describes_episode
 from jobstate.errors import (
     ConcurrentUpdate,
@@ -354,7 +355,7 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
     decision to write, and a refusal or a no-op decided there is decided again
     after fetching, so neither is ever answered from a stale tip.
     """
-    attempts = int(os.environ.get("JOBSTATE_ATTEMPTS", ATTEMPTS))
+    attempts = int(env_number(os.environ, "JOBSTATE_ATTEMPTS") or ATTEMPTS)
     trust = store.remote is not None
     attempt = 0
     while attempt < attempts:
