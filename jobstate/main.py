@@ -357,7 +357,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     how.add_argument(
         "--supersede",
         action="store_true",
-        help="the request changed: close the accepted or completed attempt and let a new one run",
+        help="the request changed: close the completed attempt and let a new one run (an accepted one is "
+        "collected first, by running its recorded request again)",
     )
     p.add_argument("--by", required=True, help="who decided (recorded)")
     p.add_argument("--reason", required=True, help="why (recorded)")
