@@ -179,7 +179,10 @@ def parse_time(text: str) -> datetime:
         raise UsageError(f"invalid time {text!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
     if not 1 < moment.year < 9999:
         # a day of timezone, or a schedule's previous tick, would fall off the calendar (datetime's years 1-9999)
-        raise UsageError(f"time {text!r} is at the edge of the calendar: give a time from year 2 to 9998")
+        raise UsageError(
+            f"time {text!r} falls outside the calendar once a timezone or schedule moves it: "
+            "give a time from year 2 to 9998"
+        )
     return moment
 
 
