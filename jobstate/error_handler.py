@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 
-from jobstate.errors import INTERNAL, INTERRUPTED, USAGE, CommandFailed, JobstateError
+from jobstate.errors import INTERNAL, INTERRUPTED, STDOUT_CLOSED, USAGE, CommandFailed, JobstateError
 
 
 def run_handled(command: Callable[[], int]) -> int:
@@ -20,6 +21,9 @@ def run_handled(command: Callable[[], int]) -> int:
 
         print(f"jobstate: {label}{escape.text(exc)}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return STDOUT_CLOSED
     except KeyboardInterrupt:
         print("jobstate: interrupted", file=sys.stderr)
         return INTERRUPTED
@@ -30,3 +34,14 @@ def run_handled(command: Callable[[], int]) -> int:
         text = " ".join(str(exc).split())[:300]
         print(f"jobstate: internal error: {type(exc).__name__}: {text} (a bug: please report it)", file=sys.stderr)
         return INTERNAL
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout went away (``| head``): end quietly, as git does. What is still buffered
+    goes nowhere, so that the interpreter's flush at exit does not complain either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # no real stdout (tests capture it): nothing will be flushed to a closed pipe

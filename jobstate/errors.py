@@ -1,23 +1,15 @@
 """The one error root of jobstate and the one table of exit codes.
 
-Every failure a user can cause or meet is a ``JobstateError`` whose class says
-which exit code the CLI returns; the README documents the same table. One kind
-of failure gets one code in every command (tests/test_exit_codes.py runs each
-kind through every command that can meet it):
-
-- malformed episode ID (``2026-W32``, ``../x``): 2, bad input, like any malformed value
-- unknown episode (well formed, absent or not committed): 5
-- dirty state (uncommitted or untracked files where jobstate must write): 2, ``DirtyState``
-- uninitialised repository (no state/) or not a Git repository: 2, ``NotInitialized``
-- malformed YAML (any state file or jobstate.yaml, too large to read): 7, verify included;
-  verify reports other invalid state (schema, names, hashes) as problems: exit 1
-- conflict with what is recorded (an allocation key elsewhere, a contradicting charge, a changed request): 4
-- the command run by ``jobstate run`` failed: 9, its own code on stderr
-- a paid step whose reservation does not fit in its period's budget: 8
-- a push whose answer was lost (it may have landed): 10; the next command settles it by fetching
+Every failure a user can cause or meet is a ``JobstateError`` whose class says which exit code
+the CLI returns. ``EXIT_TABLE`` below is the table, as data: ``jobstate --help`` prints it and
+docs/exit-codes.md is generated from it (by ``REGENERATE`` below; a test compares them).
+One kind of failure gets one code in every command (tests/test_exit_codes.py runs each kind
+through every command that can meet it).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 OK = 0
 VERIFY_PROBLEMS = 1
@@ -30,24 +22,126 @@ STATE_INVALID = 7
 BUDGET_EXCEEDED = 8
 COMMAND_FAILED = 9
 REMOTE_OUTCOME_UNKNOWN = 10
+EPISODE_COMPLETED = 11
 INTERNAL = 70  # EX_SOFTWARE: a bug in jobstate, reported in one line
 INTERRUPTED = 130  # SIGINT, as shells report it
+STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a shell shows for git ... | head
 
-EXIT_CODES: dict[int, str] = {
-    OK: "ok",
-    VERIFY_PROBLEMS: "verify found problems",
-    USAGE: "usage or bad input",
-    LOCK_OR_REMOTE: "lock or remote not acquired within the timeout",
-    ALLOCATION_CONFLICT: "conflict: a key in another period or several episodes, or a changed request",
-    EPISODE_UNKNOWN: "episode unknown or not committed",
-    SUBMISSION_UNKNOWN: "submission state unknown",
-    STATE_INVALID: "state on disk invalid",
-    BUDGET_EXCEEDED: "budget exceeded: the step's reservation does not fit in the period's budget",
-    COMMAND_FAILED: "the command run by jobstate run failed (its own code is on stderr)",
-    REMOTE_OUTCOME_UNKNOWN: "outcome unknown: a push may be on the remote (its answer was lost); run the command again",
-    INTERNAL: "internal error: a bug in jobstate (one line on stderr; please report it)",
-    INTERRUPTED: "interrupted (Ctrl-C)",
-}
+
+class ExitCode(NamedTuple):
+    """One row of the table: the code, what it means in one line, and when a command gives it."""
+
+    code: int
+    meaning: str
+    when: str
+
+
+EXIT_TABLE: tuple[ExitCode, ...] = (
+    ExitCode(
+        OK,
+        "ok",
+        "done; also a repeat of what already landed: the step already completed, the same decision "
+        "(approve, reject, resolve, supersede) already recorded, the episode already completed",
+    ),
+    ExitCode(VERIFY_PROBLEMS, "verify found problems", "verify (and diff --strict) found state that breaks a rule"),
+    ExitCode(
+        USAGE,
+        "usage or bad input",
+        "a malformed option, environment variable, key, period, time, amount or episode ID (control characters, "
+        "nan, out of range, a calendar edge); not a Git repository or not initialised (jobstate init); dirty "
+        "state: uncommitted, staged or untracked files where jobstate must read committed state (in state/ too), "
+        "or a committed file that CMD changed without reporting it (its step is recorded); a result file "
+        "from CMD that jobstate refuses (when CMD itself succeeded); a decision the state does not allow "
+        "(complete before approval, resolve a step that is not unknown, run a step of an approved episode)",
+    ),
+    ExitCode(
+        LOCK_OR_REMOTE,
+        "busy: a lock, a remote, or a step that runs",
+        "jobstate's lock, a step's lock or git's index.lock not acquired within the timeout; a remote that "
+        "cannot be reached, refuses the push or was rewritten; a step of the episode runs now, or is open at "
+        "the vendor (accepted, not collected yet) when approve, complete or retire needs it closed: "
+        "run the step again to collect it, then retry",
+    ),
+    ExitCode(
+        ALLOCATION_CONFLICT,
+        "conflict with what is recorded",
+        "an allocation key in another period, in several episodes, or of a retired episode; a charge "
+        "reported again with another amount or currency; a paid step asked to run a changed request; "
+        "a change the record model refuses",
+    ),
+    ExitCode(EPISODE_UNKNOWN, "episode unknown", "well formed, but not allocated or not committed"),
+    ExitCode(
+        SUBMISSION_UNKNOWN,
+        "submission state unknown",
+        "an earlier attempt's acceptance by the vendor is not recorded: settle it with jobstate resolve",
+    ),
+    ExitCode(
+        STATE_INVALID,
+        "state on disk invalid",
+        "committed state cannot be read: malformed YAML (jobstate.yaml included), an unknown schema, a name "
+        "that is not its episode_id, a committed file in state/ that is not an episode; diff and report list "
+        "unreadable files and exit 0 (verify is the check)",
+    ),
+    ExitCode(
+        BUDGET_EXCEEDED,
+        "budget exceeded",
+        "a paid step's --max-cost does not fit in its period's budget; nothing ran",
+    ),
+    ExitCode(
+        COMMAND_FAILED,
+        "the command run by jobstate run failed",
+        "CMD exited non-zero or was killed (its own code, 128+N for signal N, is on stderr), or could not be "
+        "started (said as 127: not found, 126: not executable); also when CMD failed and its result file was "
+        "refused as well (both are said)",
+    ),
+    ExitCode(
+        REMOTE_OUTCOME_UNKNOWN,
+        "outcome unknown: a push may be on the remote",
+        "the push's answer was lost; run the same command again: the next command fetches and settles it",
+    ),
+    ExitCode(
+        EPISODE_COMPLETED,
+        "episode completed: nothing more can be paid or decided",
+        "run, resolve or approve on an episode whose history/ record exists (except a repeat of what "
+        "already landed: 0)",
+    ),
+    ExitCode(INTERNAL, "internal error: a bug in jobstate", "said in one line on stderr; please report it"),
+    ExitCode(INTERRUPTED, "interrupted (Ctrl-C)", "SIGINT; a committing command is recovered by the next one"),
+    ExitCode(
+        STDOUT_CLOSED,
+        "stdout closed early",
+        "the reader went away (jobstate list | head): the output stops quietly, with no error line, "
+        "as git does (a shell reports git's death by SIGPIPE as 141 too)",
+    ),
+)
+EXIT_CODES: dict[int, str] = {row.code: row.meaning for row in EXIT_TABLE}
+
+
+REGENERATE = "python -c 'import jobstate.errors as e; print(e.markdown_table(), end=\"\")' > docs/exit-codes.md"
+
+
+def help_table() -> str:
+    """The table as ``jobstate --help`` ends: one line per code."""
+    return "\n".join(f"  {row.code:>3}  {row.meaning}" for row in EXIT_TABLE)
+
+
+def markdown_table() -> str:
+    """docs/exit-codes.md, generated from EXIT_TABLE (a test checks the committed page equals it)."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = "\n".join(f"| {row.code} | {cell(row.meaning)} | {cell(row.when)} |" for row in EXIT_TABLE)
+    return (
+        "# Exit codes\n\n"
+        f"<!-- generated from jobstate/errors.py; do not edit: {REGENERATE} -->\n\n"
+        "One kind of failure gets one code in every command; `tests/test_exit_codes.py` runs each kind "
+        "through every command that can meet it. Every error is one line on stderr naming the file or "
+        "value and what to do; never a traceback, and nothing is written.\n\n"
+        "| code | meaning | when |\n"
+        "|---|---|---|\n"
+        f"{rows}\n"
+    )
 
 
 class JobstateError(Exception):
@@ -206,3 +300,13 @@ class CommandFailed(JobstateError):
     def __init__(self, message: str, command_code: int) -> None:
         super().__init__(message)
         self.command_code = command_code
+
+
+class EpisodeCompleted(JobstateError):
+    """The episode's history record exists: nothing more can be paid for it or decided on it."""
+
+    exit_code = EPISODE_COMPLETED
+
+    def __init__(self, message: str, episode_id: str) -> None:
+        super().__init__(message)
+        self.episode_id = episode_id

@@ -20,9 +20,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NoReturn, cast
 
 from jobstate.core.clock import utc_now
+from jobstate.core.inputs import check_environment, number, one_line
 from jobstate.core.keys import SCHEDULERS
 from jobstate.error_handler import run_handled
-from jobstate.errors import EXIT_CODES, UsageError
+from jobstate.errors import UsageError, help_table
 from jobstate.store.store import StoreOptions
 
 if TYPE_CHECKING:
@@ -57,18 +58,27 @@ def _columns() -> int:
 
 
 def _number(what: str, low: float, high: float, *, whole: bool) -> Callable[[str], float]:
-    """An argparse type: a number of ``what`` from ``low`` to ``high`` (refuses nan, inf and text)."""
+    """An argparse type: a number of ``what`` from ``low`` to ``high`` (core.inputs.number, the one rule)."""
 
     def parse(text: str) -> float:
         try:
-            value = int(text) if whole else float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if whole else ''}number of {what}") from None
-        if not low <= value <= high:  # also false for nan
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what} from {low:g} to {high:g}")
-        return value
+            return number(text, what, low, high, whole=whole)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
     return parse
+
+
+def _check_text(a: argparse.Namespace) -> None:
+    """Every option's text is one line (core.inputs.one_line); CMD's own arguments are CMD's business."""
+    for dest, value in vars(a).items():
+        if dest in ("cmd", "now") or not isinstance(value, str):
+            continue
+        option = dest.upper() if dest in _POSITIONAL else "--" + dest.rstrip("_").replace("_", "-")
+        one_line(value, option)
+
+
+_POSITIONAL = frozenset(("episode_id", "episode", "base", "rev"))
 
 
 _seconds = _number("seconds", 0, 86400, whole=False)
@@ -203,10 +213,12 @@ Money: --max-cost "12.40 USD" reserves the step's maximum against the period's b
 runs; --request FILE adds the request's bytes to the fingerprint (with CMD's argv) that a later run
 of the same step must match.
 
-Exit codes: 0 done (or already completed); 9 CMD failed (its own code on stderr); 2 bad input;
-3 the step or the lock is held elsewhere; 5 unknown episode; 6 an earlier attempt is unknown
-(run: jobstate resolve ...); 4 a charge contradicts the ledger, or the request changed
-(jobstate resolve --supersede); 8 the budget has no room for --max-cost; 7 state cannot be read.
+Exit codes: 0 done (or already completed); 9 CMD failed, or could not start (its own code, or 127/126
+as a shell says, on stderr); 2 bad input, a refused result file, or a committed file CMD changed
+without reporting it; 3 the step or the lock is held elsewhere; 5 unknown episode; 11 the episode is
+completed; 6 an earlier attempt is unknown (run: jobstate resolve ...); 4 a charge contradicts the
+ledger, or the request changed (jobstate resolve --supersede); 8 the budget has no room for
+--max-cost; 7 state cannot be read. All codes: jobstate --help.
 """
 
 
@@ -252,11 +264,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The argument parser (also used to document the commands); with ``only``, that command's alone."""
     common = _Parser(add_help=False)
     _add_common(common, argparse.SUPPRESS)
-    codes = "\n".join(f"  {code:>3}  {meaning}" for code, meaning in EXIT_CODES.items())
     parser = _Parser(
         prog="jobstate",
         description="Durable, idempotent episode IDs for recurring paid jobs.",
-        epilog=f"exit codes (the same in every command):\n{codes}",
+        epilog=f"exit codes (the same in every command; docs/exit-codes.md says when):\n{help_table()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"jobstate {__version__}")
@@ -348,7 +359,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     how.add_argument(
         "--supersede",
         action="store_true",
-        help="the request changed: close the accepted or completed attempt and let a new one run",
+        help="the request changed: close the completed attempt and let a new one run (an accepted one is "
+        "collected first, by running its recorded request again)",
     )
     p.add_argument(
         "--replaces",
@@ -458,6 +470,8 @@ def main(argv: Sequence[str] | None = None, *, now: Callable[[], datetime] = utc
         # a known command first: build its parser alone; anything else gets the whole parser's answer
         only = words[0] if words and words[0] in COMMANDS else None
         args = build_parser(only).parse_args(words)
+        _check_text(args)
+        check_environment(os.environ)
         args.now = now
         return _dispatch(args)
 

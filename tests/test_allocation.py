@@ -10,7 +10,7 @@ import pytest
 
 from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
-from jobstate.errors import AllocationConflict, JobstateError, StateInvalid, UsageError
+from jobstate.errors import AllocationConflict, DirtyState, JobstateError, StateInvalid, UsageError
 from jobstate.store.store import Store
 from jobstate.store.yamlio import dumps
 
@@ -143,7 +143,7 @@ def test_dirty_committed_episode_in_target_period_refuses(store: Store, repo: Pa
 
 def test_stray_file_in_state_refuses(store: Store, repo: Path) -> None:
     (repo / "state" / "notes.txt").write_text("hi")
-    with pytest.raises(StateInvalid, match=r"state/notes\.txt"):
+    with pytest.raises(DirtyState, match=r"state/notes\.txt"):
         allocate(store, "a", W32)
     assert not (repo / "state" / "2026-W32-0").exists()
 

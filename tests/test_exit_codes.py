@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +77,51 @@ def _always_failing(tmp_path: Path) -> Path:
     return _allocated(tmp_path)
 
 
+# CMD: writes what repo/../report.json says to $JOBSTATE_RESULT and exits with its code; its argv never
+# changes, so that the step's request (its fingerprint) stays the same from one run to the next
+CMD = """import json, os, sys
+spec = json.load(open(sys.argv[1]))
+if spec["fields"] is not None:
+    json.dump(spec["fields"], open(os.environ["JOBSTATE_RESULT"], "w"))
+sys.exit(spec["code"])
+"""
+
+
+def _step(repo: Path, step: str, fields: dict[str, object] | None, code: int = 0, eid: str = EID) -> int:
+    spec = repo.parent / "report.json"
+    spec.write_text(json.dumps({"fields": fields, "code": code}))
+    return main(
+        ["--repo", str(repo), "run", "--episode", eid, "--step", step, "--", sys.executable, "-c", CMD, str(spec)]
+    )
+
+
+def _completed(tmp_path: Path) -> Path:
+    repo = _allocated(tmp_path)
+    assert _step(repo, "generate", {"remote_ref": "t1"}) == 0
+    assert main(["--repo", str(repo), "approve", "--episode", EID, "--by", "chief"]) == 0
+    assert main(["--repo", str(repo), "complete", "--episode", EID]) == 0
+    return repo
+
+
+def _open_at_vendor(tmp_path: Path) -> Path:
+    repo = _allocated(tmp_path)
+    assert _step(repo, "generate", {"remote_ref": "t1"}, 1) == errors.COMMAND_FAILED
+    return repo
+
+
+def _untracked_in_state(tmp_path: Path) -> Path:
+    repo = _allocated(tmp_path)
+    (repo / "state" / "notes.txt").write_text("mine\n")
+    return repo
+
+
+def _untracked_dir_in_state(tmp_path: Path) -> Path:
+    repo = _allocated(tmp_path)
+    (repo / "state" / "2026-W33-0").mkdir()
+    (repo / "state" / "2026-W33-0" / "draft.txt").write_text("mine\n")
+    return repo
+
+
 RUN = ["run", "--episode", "{eid}", "--step", "generate", "--", sys.executable, "-c", "pass"]
 COMMANDS: dict[str, list[str]] = {
     "allocate": ["allocate", "--key", "new-key", "--week", "2026-W32"],
@@ -111,6 +158,13 @@ KINDS: dict[str, tuple[Callable[[Path], Path], str, tuple[str, ...], int]] = {
         ("allocate", "show", "list", "run", "resolve", "approve", "complete", "verify"),
         errors.STATE_INVALID,
     ),
+    # an untracked file in state/ is dirty state like any other (2), not invalid state (7)
+    "untracked file in state/": (_untracked_in_state, EID, ("allocate",), errors.USAGE),
+    "untracked directory in state/": (_untracked_dir_in_state, EID, ("allocate", "list"), errors.USAGE),
+    # a new step, another decision: nothing more can be paid or decided (a repeat is 0, below)
+    "completed episode": (_completed, EID, ("run", "resolve", "approve"), errors.EPISODE_COMPLETED),
+    # a step the vendor accepted and nobody collected yet runs, at the vendor: busy (3), as for retire
+    "a step open at the vendor": (_open_at_vendor, EID, ("approve", "complete"), errors.LOCK_OR_REMOTE),
     "malformed YAML (jobstate.yaml)": (
         _malformed_config,
         EID,
@@ -155,16 +209,95 @@ def test_a_failing_command_of_run_exits_9_with_its_own_code_on_stderr(
     assert f"exited with {own}" in err
 
 
-def test_a_command_that_cannot_start_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("make", "own"), [("missing", 127), ("not executable", 126)])
+def test_a_command_that_cannot_start_is_exit_9_with_a_shells_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: str, own: int
+) -> None:
     repo = _allocated(tmp_path)
-    code = main(["--repo", str(repo), "run", "--episode", EID, "--step", "generate", "--", str(tmp_path / "nope")])
+    cmd = tmp_path / "generate.sh"
+    if make == "not executable":
+        cmd.write_text("#!/bin/sh\n")
+    code = main(["--repo", str(repo), "run", "--episode", EID, "--step", "generate", "--", str(cmd)])
     err = capsys.readouterr().err
-    assert code == errors.USAGE, err
+    assert code == errors.COMMAND_FAILED, err
     assert "cannot run" in err
+    assert f"{own})" in err
+    assert _step(repo, "generate", {}) == 0, "it was not submitted: the next run starts a new attempt"
 
 
-def test_the_readme_table_lists_every_code() -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    for code in errors.EXIT_CODES:
-        if code != errors.INTERRUPTED:
-            assert f"| {code} |" in readme, code
+def test_a_failing_command_whose_report_is_refused_too_is_exit_9(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = _allocated(tmp_path)
+    code = _step(repo, "generate", {"cost": {"amount": 12.4, "currency": "USD"}}, 3)
+    err = capsys.readouterr().err
+    assert code == errors.COMMAND_FAILED, err
+    assert "exited with 3" in err
+    assert "refused" in err
+    assert "amount" in err
+
+
+def test_decisions_repeated_on_a_completed_episode_are_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = _allocated(tmp_path)
+    assert _step(repo, "generate", None, 1) == errors.COMMAND_FAILED  # unknown: no result file
+    resolve = ["resolve", "--episode", EID, "--step", "generate", "--accepted", "t1", "--by", "ops", "--reason", "r"]
+    assert main(["--repo", str(repo), *resolve]) == 0
+    assert _step(repo, "generate", {"remote_ref": "t1"}) == 0
+    approve = ["approve", "--episode", EID, "--by", "editor"]
+    assert main(["--repo", str(repo), *approve]) == 0
+    assert main(["--repo", str(repo), "complete", "--episode", EID]) == 0
+    head = git(repo, "rev-parse", "HEAD")
+    capsys.readouterr()
+    for again in (approve, resolve, ["complete", "--episode", EID]):
+        assert main(["--repo", str(repo), *again]) == errors.OK, capsys.readouterr().err
+        assert "already" in capsys.readouterr().err
+    assert _step(repo, "generate", {"remote_ref": "t1"}) == errors.OK
+    assert "already completed" in capsys.readouterr().err
+    assert git(repo, "rev-parse", "HEAD") == head, "a repeat records nothing"
+    other = [*resolve[:5], "--not-submitted", *resolve[7:]]
+    assert main(["--repo", str(repo), *other]) == errors.EPISODE_COMPLETED
+
+
+def test_supersede_run_twice_is_0_the_second_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = _allocated(tmp_path)
+    assert _step(repo, "generate", {"remote_ref": "t1"}) == 0
+    supersede = ["resolve", "--episode", EID, "--step", "generate", "--supersede", "--by", "ops", "--reason", "r"]
+    assert main(["--repo", str(repo), *supersede]) == 0
+    head = git(repo, "rev-parse", "HEAD")
+    capsys.readouterr()
+    assert main(["--repo", str(repo), *supersede]) == errors.OK
+    assert "already superseded" in capsys.readouterr().err
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_a_closed_stdout_ends_quietly_like_git(tmp_path: Path) -> None:
+    repo = _allocated(tmp_path)
+    for n in range(3):
+        assert main(["--repo", str(repo), "allocate", "--key", f"more-{n}", "--week", "2026-W32"]) == 0
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "jobstate"), "--repo", str(repo), "list", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    proc.stdout.close()  # the reader is gone before the first write, like head -c 10 after its bytes
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait() == errors.STDOUT_CLOSED == 141
+    assert err == b"", "no error line, no traceback, as git"
+
+
+def test_docs_exit_codes_page_is_generated_from_the_table() -> None:
+    page = Path(__file__).parent.parent / "docs" / "exit-codes.md"
+    assert page.read_text(encoding="utf-8") == errors.markdown_table(), f"regenerate it: {errors.REGENERATE}"
+    for row in errors.EXIT_TABLE:
+        assert f"| {row.code} |" in page.read_text(encoding="utf-8")
+
+
+def test_help_ends_with_the_same_table(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for row in errors.EXIT_TABLE:
+        assert f"{row.code} {' '.join(row.meaning.split())}" in out

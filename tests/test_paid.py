@@ -11,7 +11,7 @@ import pytest
 from jobstate.allocate.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.errors import (
-    EpisodeUnknown,
+    EpisodeCompleted,
     JobstateError,
     LockTimeout,
     StepAlreadyCompleted,
@@ -375,7 +375,7 @@ def test_complete_refuses_unknown_and_unapproved(store: Store, repo: Path, episo
     assert status(repo) == ""
     # the completed episode still owns its key, and nothing can be paid for it
     assert allocate(store, "scheduled-run:2026-08-07", W32).episode_id == episode
-    with pytest.raises(EpisodeUnknown, match="already completed"), paid_step(store, episode, "rework"):
+    with pytest.raises(EpisodeCompleted, match="is completed"), paid_step(store, episode, "rework"):
         pass
     with pytest.raises(StepAlreadyCompleted):
         complete(store, episode)

@@ -38,7 +38,7 @@ def _attempt(state: str) -> Attempt:
         ({"gen": [_attempt("intent")]}, None, False, ("gen",), "running"),
         ({}, None, False, ("gen",), "running"),  # locked, intent not yet written
         ({"gen": [_attempt("accepted")]}, None, False, (), "running"),
-        ({"gen": [_attempt("completed")]}, None, False, (), "running"),  # awaits review
+        ({"gen": [_attempt("completed")]}, None, False, (), "awaiting-review"),
         ({"gen": [_attempt("completed")]}, _decision("approved"), False, (), "approved"),
         ({"gen": [_attempt("completed")]}, _decision("rejected"), False, (), "rejected"),
         ({"gen": [_attempt("completed")], "fix": [_attempt("intent")]}, _decision("rejected"), False, (), "unknown"),
@@ -99,7 +99,7 @@ def test_list_and_show_follow_the_episode_through_its_life(repo: Path, capsys: p
     assert _status(repo, capsys) == ("running",) * 3  # accepted by the vendor, not collected yet
     report = json.dumps({"remote_ref": "t-1", "cost": {"amount": "12.40", "currency": "USD"}})
     assert _run(repo, capsys, f"import os; open(os.environ['JOBSTATE_RESULT'], 'w').write({report!r})") == 0
-    assert _status(repo, capsys) == ("running",) * 3  # done at the vendor, awaiting review
+    assert _status(repo, capsys) == ("awaiting-review",) * 3  # done at the vendor, nobody decided yet
     _cli(repo, capsys, "approve", "--episode", EID, "--by", "ed", "--reject", "--reason", "too long")
     assert _status(repo, capsys) == ("rejected",) * 3
     _cli(repo, capsys, "approve", "--episode", EID, "--by", "ed")
@@ -139,7 +139,7 @@ def test_a_step_running_now_is_running(repo: Path, tmp_path: Path, capsys: pytes
         go.write_text("go")
         _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
-    assert _status(repo, capsys) == ("running",) * 3  # the step completed: awaiting review
+    assert _status(repo, capsys) == ("awaiting-review",) * 3  # the step completed, nobody decided yet
 
 
 def test_show_and_list_are_read_only(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -176,7 +176,23 @@ def test_unknown_content_in_state_is_named_and_kept(
     capsys.readouterr()
     code = main(["--repo", str(repo), "list"])
     err = capsys.readouterr().err
-    assert code == 7, err
+    assert code == 2, err  # untracked: dirty state
     assert "state/drafts is not an episode (it has no episode.yaml)" in err
     assert stray.is_dir()
     assert content == "empty" or (stray / "notes.txt").read_text() == "mine\n"
+
+
+def test_awaiting_review_is_its_own_word_in_list_show_report_and_json(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _cli(repo, capsys, "allocate", "--key", "k", "--week", "2026-W32")
+    assert _run(repo, capsys, "import os; open(os.environ['JOBSTATE_RESULT'], 'w').write('{}')") == 0
+    assert _status(repo, capsys) == ("awaiting-review",) * 3
+    listed = json.loads(_cli(repo, capsys, "list", "--json"))
+    assert [e["status"] for e in listed] == ["awaiting-review"]
+    report = json.loads(_cli(repo, capsys, "report", "--format", "json"))
+    assert report["periods"][0]["statuses"] == {"awaiting-review": 1}
+    assert "awaiting-review" in _cli(repo, capsys, "report")
+    assert "awaiting-review" in _cli(repo, capsys, "report", "--format", "html")
+    _cli(repo, capsys, "approve", "--episode", EID, "--by", "ed")
+    assert _status(repo, capsys) == ("approved",) * 3

@@ -10,7 +10,7 @@ from .conftest import run_cli
 def test_an_empty_directory_in_state_is_reported_and_kept(repo: Path) -> None:
     (repo / "state" / "my-notes").mkdir()
     proc = run_cli("allocate", "--key", "a", "--week", "2026-W32", cwd=repo)
-    assert proc.returncode == 7, proc.stderr
+    assert proc.returncode == 2  # untracked: dirty state, proc.stderr
     assert "state/my-notes is an empty directory that jobstate did not write" in proc.stderr
     assert (repo / "state" / "my-notes").is_dir()
 
@@ -30,5 +30,5 @@ def test_a_directory_with_a_file_of_the_users_is_never_deleted(repo: Path) -> No
     odd.mkdir()
     (odd / "draft.txt").write_text("mine")
     proc = run_cli("allocate", "--key", "a", "--week", "2026-W32", cwd=repo)
-    assert proc.returncode == 7, proc.stderr
+    assert proc.returncode == 2  # untracked: dirty state, proc.stderr
     assert (odd / "draft.txt").read_text() == "mine"

@@ -34,15 +34,20 @@ def latest_fire(expr: str, tz: str, reference: datetime) -> datetime:
         raise UsageError("the reference time of a cron schedule must carry a timezone offset")
     if not isinstance(expr, str) or len(expr.split()) != 5:
         raise UsageError(f"invalid cron schedule {expr!r}: expected five fields, e.g. '0 6 * * 1'")
-    moment = reference.astimezone(UTC)
-    if moment.microsecond == 0:
-        # cronsim's reverse iteration starts strictly before a whole second: "at" must count
-        moment += timedelta(microseconds=1)
-    local = moment.astimezone(zone(tz))
     try:
+        moment = reference.astimezone(UTC)
+        if moment.microsecond == 0:
+            # cronsim's reverse iteration starts strictly before a whole second: "at" must count
+            moment += timedelta(microseconds=1)
+        local = moment.astimezone(zone(tz))
         fire = next(iter(CronSim(expr, local, reverse=True)))
+        return fire.astimezone(UTC)
     except CronSimError as exc:
         raise UsageError(f"invalid cron schedule {expr!r}: {exc}") from None
+    except (OverflowError, ValueError):
+        # the latest tick would be before year 1: a calendar edge is bad input, never a crash
+        raise UsageError(
+            f"cron schedule {expr!r} has no tick within the calendar at or before {reference.isoformat()}"
+        ) from None
     except StopIteration:  # pragma: no cover - cronsim iterates without end for valid expressions
         raise UsageError(f"cron schedule {expr!r} never fires before {reference.isoformat()}") from None
-    return fire.astimezone(UTC)

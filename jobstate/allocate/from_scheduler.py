@@ -127,7 +127,7 @@ def allocate_from(
 
 def notes(result: Allocation, found: Derivation) -> list[str]:
     """What ``allocate --from`` says on stderr: a late start, or a key kept in its own period."""
-    out: list[str] = []
+    out = [f"warning: {line}" for line in found.warnings]
     when = found.to_json()
     if found.late_across_periods and result.period_id == found.period.id:
         why = "set by an option" if found.period_source == "option" else f"scheduled for {when['intended_at']}"

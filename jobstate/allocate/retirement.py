@@ -7,6 +7,7 @@ was accepted by the vendor and not collected still costs money and needs its epi
 
 from __future__ import annotations
 
+from jobstate.core import advice
 from jobstate.core.clock import format_time
 from jobstate.core.layout import episode_dir, episode_path, history_path, retired_path
 from jobstate.core.periods import parse_episode_id
@@ -82,8 +83,8 @@ def _refuse_open(store: Store, episode_id: str) -> None:
             )
     if dirty:
         raise DirtyState(
-            f"{dirty[0][1]} in episode {episode_id} differs from what is committed; commit it or restore it "
-            f"(git checkout -- {dirty[0][1]}) before retiring (git status -- {directory})"
+            f"{dirty[0][1]} in episode {episode_id} differs from what is committed, and retiring needs it "
+            f"committed: {advice.commit_or_restore(dirty[0][1], dirty[0][0])} (git status -- {directory})"
         )
 
 

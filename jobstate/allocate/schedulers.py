@@ -25,8 +25,11 @@ from jobstate.core.keys import SCHEDULERS, validate_key
 from jobstate.core.periods import Period, period_of
 from jobstate.errors import UsageError
 
-# a Job name's minutes outside these years are not a CronJob's schedule (kubectl create job foo-1)
-_K8S_YEARS = (2001, 2200)
+# a scheduler's time before this, or more than a day after now, is not a schedule (kubectl create job backfill-20260807)
+_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+_AHEAD = timedelta(days=1)
+# no CronJob ran before Kubernetes 1.0: this also keeps a date suffix (-20260807, minutes of 2008) from being a time
+_K8S_EARLIEST = datetime(2015, 7, 21, tzinfo=UTC)
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 _K8S_SCHEDULED = re.compile(r"(?P<cronjob>.+)-(?P<minutes>\d{1,10})")
 _TEMPORAL_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}))$")
@@ -50,6 +53,8 @@ class Derivation:
     period_source: str
     started_period: Period
     details: dict[str, str] = field(default_factory=dict)
+    # why a time the scheduler seemed to give was not taken (said on stderr, and in key --json)
+    warnings: tuple[str, ...] = ()
 
     @property
     def late_across_periods(self) -> bool:
@@ -88,6 +93,7 @@ class Derivation:
             "manual": self.manual,
             "run_id": self.run_id,
             "attempt": self.attempt,
+            "warnings": list(self.warnings),
         }
 
 
@@ -99,6 +105,16 @@ class _Identity:
     manual: bool
     intended: datetime | None
     details: dict[str, str]
+    warnings: tuple[str, ...] = ()
+
+
+def implausible(moment: datetime, now: datetime, earliest: datetime = _EARLIEST) -> str | None:
+    """Why a time a scheduler's name or variable seems to give cannot be an intended time (None: it can)."""
+    if moment < earliest:
+        return f"{format_time(moment)}, before {format_time(earliest)}"
+    if moment > now + _AHEAD:
+        return f"{format_time(moment)}, more than a day after now ({format_time(now)})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -193,16 +209,23 @@ def _kubernetes(i: _Inputs) -> _Identity:
     if namespace:
         details["namespace"] = namespace
     intended: datetime | None = None
+    warnings: tuple[str, ...] = ()
     m = _K8S_SCHEDULED.fullmatch(name)
     if m:
         # the CronJob controller names each Job <cronjob>-<scheduled time in minutes since the epoch>
         moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(minutes=int(m["minutes"]))
-        if _K8S_YEARS[0] <= moment.year < _K8S_YEARS[1]:
+        why = implausible(moment, i.now, _K8S_EARLIEST)
+        if why is None:
             intended = moment
             details["cronjob"] = m["cronjob"]
+        else:
+            warnings = (
+                f"the Job name {name!r} ends in a number, but read as a CronJob's minutes since 1970 it gives "
+                f"{why}: not a scheduled run, so it counts as manual (period from the start time)",
+            )
     key = f"kubernetes:{namespace + '/' if namespace else ''}{name}"
     # a kubectl create job --from=cronjob/... Job has a name of its own: it never takes a slot's key
-    return _Identity(key, name, pod, intended is None, intended, details)
+    return _Identity(key, name, pod, intended is None, intended, details, warnings)
 
 
 def _airflow(i: _Inputs) -> _Identity:
@@ -379,4 +402,5 @@ def derive(
         period_source=source,
         started_period=started_period,
         details=found.details,
+        warnings=found.warnings,
     )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from datetime import datetime
 
 from jobstate.allocate.from_scheduler import Request, key_for, read_podinfo
 from jobstate.commands._output import print_json
+from jobstate.review import escape
 from jobstate.store.store import repo_path
 
 _SOURCE = {
@@ -23,6 +25,8 @@ def key(
 ) -> int:
     """Print the key, intended time and period a scheduler run gets. Read-only."""
     found = key_for(repo_path(repo), scheduled, dict(os.environ), read_podinfo(podinfo), now())
+    for line in found.warnings:
+        print(f"jobstate: warning: {escape.text(line)}", file=sys.stderr)
     if as_json:
         print_json(found.to_json())
     else:

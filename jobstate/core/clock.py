@@ -13,7 +13,8 @@ def utc_now() -> datetime:
 
 def format_time(moment: datetime) -> str:
     """UTC, ISO 8601, seconds: ``2026-08-07T10:00:00Z``."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    utc = moment.astimezone(UTC)
+    return f"{utc.year:04d}-{utc:%m-%dT%H:%M:%S}Z"  # %Y is not zero-padded on every platform (year 1 gives "1")
 
 
 def time_text(value: Any) -> str | None:

@@ -12,8 +12,8 @@ from decimal import Decimal
 
 from jobstate.errors import UsageError
 
-_AMOUNT = re.compile(r"-?(0|[1-9]\d{0,14})(\.\d{1,8})?")
-_DECIMAL = re.compile(r"-?\d+(\.\d+)?")
+_AMOUNT = re.compile(r"-?(0|[1-9]\d{0,14})(\.\d{1,8})?", re.ASCII)
+_DECIMAL = re.compile(r"-?(\d+)(?:\.(\d+))?", re.ASCII)  # ASCII: \d alone also takes other scripts' digits
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
 
@@ -21,14 +21,20 @@ def validate_amount(amount: object) -> str:
     """A decimal amount as a string (``12.40``); floats are refused: they cannot hold money exactly."""
     if isinstance(amount, Decimal):
         amount = format(amount, "f")
-    if isinstance(amount, str) and _DECIMAL.fullmatch(amount) and not _AMOUNT.fullmatch(amount):
-        raise UsageError(
-            f"invalid amount {reprlib.repr(amount)}: at most 15 digits before the point and 8 after, "
-            "without leading zeros"
-        )
-    if not isinstance(amount, str) or not _AMOUNT.fullmatch(amount):
-        raise UsageError(f"invalid amount {amount!r}: give a decimal string such as '12.40' (never a float)")
-    return amount
+    if isinstance(amount, str) and _AMOUNT.fullmatch(amount):
+        return amount
+    shown = reprlib.repr(amount)
+    if not isinstance(amount, str):
+        raise UsageError(f"invalid amount {shown}: give a decimal string such as '12.40' (never a float)")
+    m = _DECIMAL.fullmatch(amount)
+    if m is None:
+        raise UsageError(f"invalid amount {shown}: give a decimal string of digits and one point, such as '12.40'")
+    whole, fraction = m[1], m[2] or ""
+    if len(whole) > 15:
+        raise UsageError(f"invalid amount {shown}: too large, at most 15 digits before the point")
+    if len(fraction) > 8:
+        raise UsageError(f"invalid amount {shown}: too precise, at most 8 digits after the point")
+    raise UsageError(f"invalid amount {shown}: write it without leading zeros, such as '12.40'")
 
 
 def validate_charge_amount(amount: object) -> str:

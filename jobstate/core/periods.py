@@ -50,10 +50,22 @@ def is_period(text: str) -> bool:
     return True
 
 
+_FORMATS = {
+    "iso-week": ("ISO week", "YYYY-Www with a two-digit week, e.g. 2026-W05"),
+    "day": ("day", "YYYY-MM-DD, e.g. 2026-08-07"),
+    "month": ("month", "YYYY-MM, e.g. 2026-08"),
+}
+
+
 def parse_period(text: str, kind: str | None = None) -> Period:
     """Parse a canonical period ID; ``kind`` restricts it to one kind of period."""
     found = _kind_of(text) if isinstance(text, str) and text.isascii() else None
     if found is None:
+        looks = "iso-week" if isinstance(text, str) and "w" in text.lower() else None
+        want = kind or looks
+        if want is not None:
+            # one format named, the one asked for (or the one it looks like): not a list to guess from
+            raise UsageError(f"invalid {_FORMATS[want][0]} {text!r}: expected {_FORMATS[want][1]}")
         raise UsageError(f"invalid period {text!r}: expected YYYY-Www (ISO week), YYYY-MM-DD (day) or YYYY-MM (month)")
     if kind is not None and found != kind:
         raise UsageError(f"period {text!r} is a {found} but this repository counts {kind} periods")
@@ -102,6 +114,14 @@ def parse_date(text: str) -> date:
         return date.fromisoformat(text)
     except ValueError:
         raise UsageError(f"invalid date {text!r}: no such calendar date") from None
+
+
+def require_kind(period: Period, kind: str, where: object) -> None:
+    """Refuse a period of another kind than the repository ``where`` counts: it would select nothing."""
+    if period.kind != kind:
+        raise UsageError(
+            f"period {period.id} is a {period.kind} but {where} counts {kind} periods (setting period in jobstate.yaml)"
+        )
 
 
 def format_episode_id(period: Period, sequence: int) -> str:
@@ -154,9 +174,16 @@ def period_from(
 def parse_time(text: str) -> datetime:
     """An ISO 8601 time as given (with or without an offset); UsageError otherwise."""
     try:
-        return datetime.fromisoformat(text)
+        moment = datetime.fromisoformat(text)
     except ValueError:
         raise UsageError(f"invalid time {text!r}: expected ISO 8601, e.g. 2026-08-07T23:30:00+00:00") from None
+    if not 1 < moment.year < 9999:
+        # a day of timezone, or a schedule's previous tick, would fall off the calendar (datetime's years 1-9999)
+        raise UsageError(
+            f"time {text!r} falls outside the calendar once a timezone or schedule moves it: "
+            "give a time from year 2 to 9998"
+        )
+    return moment
 
 
 def local_date(at: str, timezone: str) -> date:

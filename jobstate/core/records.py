@@ -111,6 +111,12 @@ def episode_from_yaml_dict(data: Any, source: str, directory_name: str | None) -
     if not isinstance(data, dict):
         raise StateInvalid(f"{source}: expected a mapping of episode fields, found {type(data).__name__}")
     schema = data.get("schema")
+    if schema is None and "episode_id" not in data:
+        # what jobstate wrote before versioned IDs: migrate reads it, nothing else does
+        raise StateInvalid(
+            f"{source}: a legacy record (week-only ID, no schema); give it a versioned ID, run: jobstate migrate "
+            "(jobstate migrate --dry-run shows the plan first)"
+        )
     if schema != SCHEMA or isinstance(schema, bool):
         raise StateInvalid(
             f"{source}: unknown schema {schema!r} (this jobstate reads schema {SCHEMA}); "

@@ -10,7 +10,7 @@ order of what matters most to whoever asks:
 - ``running``: a step is running now (its step lock is held), or the vendor accepted a
   task that is not collected yet (the next run resumes it);
 - ``approved`` / ``rejected``: the latest review decision;
-- ``running``: a step completed and nobody has decided yet (the episode awaits review);
+- ``awaiting-review``: a step completed and nobody has decided yet;
 - ``allocated``: nothing has happened since allocation.
 """
 
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from jobstate.core.approvals import Decision
     from jobstate.core.attempts import Attempt
 
-STATUSES = ("allocated", "running", "unknown", "approved", "rejected", "completed")
+# one word per state: "running" means only that something runs (here, or at the vendor)
+STATUSES = ("allocated", "running", "unknown", "awaiting-review", "approved", "rejected", "completed")
 
 
 def step_status(attempts: Sequence[Attempt], *, running: bool) -> str:
@@ -64,5 +65,5 @@ def episode_status(
     if approval is not None and approval.status in ("approved", "rejected"):  # a legacy one may say anything
         return approval.status
     if "completed" in states:
-        return "running"
+        return "awaiting-review"
     return "allocated"

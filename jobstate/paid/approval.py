@@ -10,7 +10,14 @@ from jobstate.core.clock import format_time
 from jobstate.core.costs import totals
 from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.records import AttemptState
-from jobstate.errors import AlreadyRecorded, StepAlreadyCompleted, StepRunning, SubmissionUnknown, UsageError
+from jobstate.errors import (
+    AlreadyRecorded,
+    EpisodeCompleted,
+    StepAlreadyCompleted,
+    StepRunning,
+    SubmissionUnknown,
+    UsageError,
+)
 from jobstate.paid.leftovers import remove_temp_files, running_holder, running_steps
 from jobstate.paid.step import guard, resolve_command
 from jobstate.store.catalog import Catalog
@@ -38,10 +45,15 @@ def approve(
         raise UsageError("a rejection needs --reason TEXT")
 
     def decide(_cat: Catalog) -> StateChange[Decision]:
-        guard(store, episode_id, notify=notify)
+        decision = new_decision("rejected" if reject else "approved", by, format_time(store.now()), reason or None)
+        try:
+            guard(store, episode_id, notify=notify)
+        except EpisodeCompleted:
+            earlier, _read = approval_file(store, episode_id)
+            if not (earlier and earlier[-1].same_as(decision)):
+                raise
         _refuse_open_steps(store, episode_id, "approve")
         earlier, read = approval_file(store, episode_id)
-        decision = new_decision("rejected" if reject else "approved", by, format_time(store.now()), reason or None)
         if earlier and earlier[-1].same_as(decision):
             # the same decision re-run (e.g. after a kill that landed): record nothing new
             raise AlreadyRecorded(
@@ -71,9 +83,10 @@ def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
                 f"cannot {action} {episode_id}: step {step} is unknown; run: {resolve_command(episode_id, step)}"
             )
         if state == AttemptState.ACCEPTED:
-            raise UsageError(
+            # a step that runs, at the vendor rather than here: busy (3), as retire says too
+            raise StepRunning(
                 f"cannot {action} {episode_id}: step {step} is still running at the vendor "
-                f"({attempts[-1].remote_ref}); run the step again to collect it"
+                f"(remote task {attempts[-1].remote_ref}); run the step again to collect it, then {action} it"
             )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from jobstate.core import advice
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.budget import budget_period, check_reservation, crosses_warning, episode_periods, parse_max_cost
 from jobstate.core.layout import CONFIG_FILE, COSTS, STATE, SUBMISSIONS
@@ -29,11 +30,18 @@ def check_fingerprint(episode_id: str, step: str, last: Attempt | None, fingerpr
     if recorded is None or recorded == fingerprint:
         return
     said = _SAID.get(last.state, last.state.value)
+    supersede = f"jobstate resolve --episode {episode_id} --step {step} --supersede --by NAME --reason TEXT"
+    if last.state == AttemptState.ACCEPTED:
+        # supersede refuses an accepted attempt (its task may still charge): collect it first
+        advice = (
+            "the vendor accepted it, so collect it first by running the recorded request again (it resumes the "
+            f"task, never resubmits); then open a new attempt for the changed one with: {supersede}"
+        )
+    else:
+        advice = f"run the recorded request again, or open a new attempt for the changed one with: {supersede}"
     raise FingerprintMismatch(
         f"step {step} of {episode_id} attempt {last.number} is {said} for request {recorded}, "
-        f"but this run's request is {fingerprint}: nothing was run; run the recorded request again, or open a "
-        f"new attempt for the changed one with: jobstate resolve --episode {episode_id} --step {step} "
-        "--supersede --by NAME --reason TEXT"
+        f"but this run's request is {fingerprint}: nothing was run; {advice}"
     )
 
 
@@ -80,8 +88,8 @@ def _refuse_uncommitted_inputs(store: Store, periods: list[str]) -> None:
     for code, path in store.git.status(*specs):
         if code != "??":
             raise DirtyState(
-                f"{path} has uncommitted changes and the budget decision reads it: commit it or restore it "
-                f"(git checkout -- {path}); nothing was run"
+                f"{path} has uncommitted changes and the budget decision reads it: "
+                f"{advice.commit_or_restore(path, code)}; nothing was run"
             )
 
 

@@ -9,13 +9,15 @@ run does. Run again with the same decision, it records nothing new (AlreadyRecor
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
+from typing import NoReturn
 
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
 from jobstate.core.model import decision_on, replacement
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
-from jobstate.errors import AlreadyRecorded, StepRunning, SubmissionUnknown, UsageError
+from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepRunning, SubmissionUnknown, UsageError
 from jobstate.paid.leftovers import running_holder, running_steps
 from jobstate.paid.step import guard, resolve_command
 from jobstate.store.catalog import Catalog
@@ -29,8 +31,10 @@ def _refuse_settled(episode_id: str, step: str, last: Attempt, ref: str | None) 
     resolution = last.resolution
     if resolution is not None:
         asked = "accepted" if ref else "not-submitted"
-        same = resolution.get("decision") == asked and (ref is None or last.remote_ref == ref)
-        what = f"accepted as {last.remote_ref}" if resolution.get("decision") == "accepted" else asked
+        recorded = str(resolution.get("decision"))
+        same = recorded == asked and (ref is None or last.remote_ref == ref)
+        # the decision on record, never the one asked for now
+        what = f"accepted as {last.remote_ref}" if recorded == "accepted" else recorded
         if same:
             # the same decision re-run (e.g. after a kill that landed): record nothing new
             raise AlreadyRecorded(
@@ -39,9 +43,32 @@ def _refuse_settled(episode_id: str, step: str, last: Attempt, ref: str | None) 
             )
         raise UsageError(
             f"step {step} of {episode_id} attempt {last.number} was already resolved as {what} by "
-            f"{resolution.get('by')} at {resolution.get('at')} (it is now {state}); nothing to resolve"
+            f"{resolution.get('by')} at {resolution.get('at')} (it is now {state}); nothing to resolve "
+            f"as {asked}"
         )
     raise UsageError(f"step {step} of {episode_id} is not unknown (it is {state}); nothing to resolve")
+
+
+def _refuse_superseded(episode_id: str, step: str, last: Attempt) -> None:
+    """The same supersede run again (e.g. after a kill that landed): nothing new, exit 0."""
+    resolution = last.resolution or {}
+    if last.state == AttemptState.SUPERSEDED:
+        raise AlreadyRecorded(
+            f"step {step} of {episode_id} attempt {last.number} was already superseded by {resolution.get('by')} "
+            f"at {resolution.get('at')}; nothing new recorded (the next run starts attempt {last.number + 1})"
+        )
+
+
+def _repeat_on_completed(
+    done: EpisodeCompleted, repeat: Callable[[Attempt], None], store: Store, step: str
+) -> NoReturn:
+    """On a completed episode, only a repeat of a decision that landed is answered (exit 0, by
+    ``repeat`` raising AlreadyRecorded); anything else is the completed episode's refusal."""
+    attempts = submissions(store, str(done.episode_id)).get(step) or []
+    if attempts:
+        with suppress(UsageError):  # not a repeat: the completed episode's refusal below says why
+            repeat(attempts[-1])
+    raise done
 
 
 def _refuse_running(store: Store, episode_id: str, step: str) -> None:
@@ -86,7 +113,10 @@ def resolve(
         return _replace(store, episode_id, step, ref, old, by=by, reason=reason, notify=notify)
 
     def decide(_cat: Catalog) -> StateChange[str]:
-        guard(store, episode_id, notify=notify)
+        try:
+            guard(store, episode_id, notify=notify)
+        except EpisodeCompleted as done:
+            _repeat_on_completed(done, lambda last: _refuse_settled(episode_id, step, last, ref), store, step)
         _refuse_running(store, episode_id, step)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
@@ -118,11 +148,16 @@ def resolve(
 
 def _supersede(store: Store, episode_id: str, step: str, *, by: str, reason: str, notify: Callable[[str], None]) -> str:
     def decide(_cat: Catalog) -> StateChange[str]:
-        guard(store, episode_id, notify=notify)
+        try:
+            guard(store, episode_id, notify=notify)
+        except EpisodeCompleted as done:
+            _repeat_on_completed(done, lambda last: _refuse_superseded(episode_id, step, last), store, step)
         _refuse_running(store, episode_id, step)
         steps = submissions(store, episode_id)
         attempts = steps.get(step) or []
         last = attempts[-1] if attempts else None
+        if last is not None:
+            _refuse_superseded(episode_id, step, last)
         if last is None or last.state in CLOSED:
             raise UsageError(f"step {step} of {episode_id} has no attempt to supersede; just run it")
         if last.state == AttemptState.ACCEPTED:

@@ -23,19 +23,20 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
+from jobstate.core import advice
 from jobstate.core.clock import format_time
 from jobstate.core.keys import request_fingerprint
+from jobstate.core.layout import episode_dir
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_remote_ref
 from jobstate.core.records import AttemptState
+from jobstate.core.result import COST_FIELDS, REPORT_FIELDS, check_report
 from jobstate.errors import ChargeConflict, CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid.resolution import resolve
-from jobstate.paid.step import PaidStep, paid_step
+from jobstate.paid.step import PaidStep, paid_step, resolve_command
+from jobstate.store.episode_files import artifacts
 from jobstate.store.private import read_private, set_aside
 from jobstate.store.store import Store
-
-REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
-COST_FIELDS = ("amount", "currency", "charge_id")
 
 
 def _read_report(store: Store, path: Path) -> dict[str, object] | None:
@@ -112,6 +113,7 @@ def run_step_command(
             raise
         with step_of() as step:
             _run(step, command, notify)
+    _refuse_unreported_changes(store, episode_id, step_name)
 
 
 def result_path(store: Store, episode_id: str, step_name: str, attempt: int) -> Path:
@@ -146,6 +148,10 @@ def _accept_early_report(
         return True
     if not isinstance(ref, str):
         return False
+    try:
+        check_report(report or {}, str(path))
+    except UsageError:
+        return False  # a report that contradicts itself proves nothing either
     reason = f"the command's result file {path.name}, written before it was interrupted, names remote task {ref}"
     try:
         resolve(store, episode_id, step_name, accepted=ref, by="jobstate", reason=reason, notify=notify)
@@ -168,7 +174,12 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         returncode = _run_command(step, command, env)
     except OSError as exc:
         step.not_submitted(f"command could not start: {exc.strerror}")
-        raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
+        # a shell's codes for the same: 127 not found, 126 found but not runnable
+        own = 127 if isinstance(exc, FileNotFoundError) else 126
+        raise CommandFailed(
+            f"cannot run {command[0]!r}: {exc.strerror} (as a shell says, {own}); step {step_name} was not submitted",
+            own,
+        ) from None
     code = returncode if returncode >= 0 else 128 - returncode  # killed by a signal: 128+N
     report = _read_report(store, result)
     if report is None:
@@ -180,10 +191,20 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
             )
     _warn_unknown_fields(report, result, notify)
     try:
+        try:
+            check_report(report, str(result))
+        except UsageError as exc:
+            state = f"accepted as {step.remote_ref}" if step.remote_ref else "unknown: check with the vendor, then run:"
+            hint = "" if step.remote_ref else f" {resolve_command(episode_id, step_name)}"
+            raise UsageError(f"{exc}; nothing of it was recorded and step {step_name} is {state}{hint}") from None
         _record(step, episode_id, step_name, report, result=result, notify=notify)
-    except (ChargeConflict, UsageError) as exc:
-        _keep_refused(step, result, exc)
-        raise
+    except JobstateError as exc:
+        if isinstance(exc, (ChargeConflict, UsageError)):
+            _keep_refused(step, result, exc)
+        if code == 0:
+            raise
+        # CMD's failure comes first (exit 9); the refusal of its report is said too
+        raise CommandFailed(f"{command[0]} exited with {code}; its report was refused as well: {exc}", code) from None
     not_submitted = step.state == AttemptState.NOT_SUBMITTED
     if code == 0 and not_submitted:
         notify(
@@ -239,6 +260,20 @@ def _run_command(step: PaidStep, command: Sequence[str], env: dict[str, str]) ->
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def _refuse_unreported_changes(store: Store, episode_id: str, step_name: str) -> None:
+    """A CMD that changed or removed a committed file without reporting it left the episode dirty:
+    every later paid step would be refused, so this run does not end as a success either."""
+    changed = [(code, path) for code, path in store.git.status(episode_dir(episode_id)) if code != "??"]
+    if changed:
+        code, path = changed[0]
+        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+        raise DirtyState(
+            f"step {step_name} of {episode_id} is recorded, but its command changed {path}{more}, committed "
+            f"earlier and not reported as an artifact, so the next paid step would be refused: restore it with: "
+            f"{advice.restore(path, code)} (a command that rewrites an artifact reports it)"
+        )
 
 
 def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str], None]) -> None:
@@ -365,11 +400,17 @@ def _record(
             raise
     elif report.get("submitted") is False and step.remote_ref is None:
         step.not_submitted(str(report.get("error", "the command reported that nothing was submitted")))
-    reported = report.get("artifacts", [])
-    if not isinstance(reported, list):
-        raise UsageError(f"{result}: 'artifacts' must be a list of paths")
+    reported = report.get("artifacts") or []
+    assert isinstance(reported, list)  # check_report
+    earlier = artifacts(step.store, episode_id)
     for amount, currency, charge_id in reported_charges(report.get("cost"), result):
         if not step.cost(amount, currency, charge_id=charge_id):
             notify(f"cost {amount} {currency} of step {step_name} is already in the ledger; not added again")
     for path in reported:
+        record = earlier.get(str(path))
+        if record is not None and record.step not in (None, step_name):
+            notify(
+                f"warning: step {step_name} reports artifact {path}, which step {record.step} recorded earlier: "
+                f"the record now says step {step_name} wrote it (the earlier one stays in Git history)"
+            )
         step.artifact(str(path))

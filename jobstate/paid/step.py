@@ -23,6 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from jobstate.core import advice
 from jobstate.core.artifacts import Artifact, artifacts_to_yaml_dict, new_artifact
 from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.budget import parse_max_cost
@@ -46,6 +47,7 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import AttemptState, Episode
 from jobstate.errors import (
     DirtyState,
+    EpisodeCompleted,
     EpisodeUnknown,
     JobstateError,
     StateInvalid,
@@ -92,10 +94,7 @@ def guard(
     store.require_initialized()
     directory = episode_dir(episode_id)
     if not store.path(episode_path(episode_id)).is_file():
-        raise EpisodeUnknown(
-            f"episode {episode_id} does not exist; allocate it first with: "
-            "jobstate allocate --key KEY --date YYYY-MM-DD"
-        )
+        store.episode(episode_id)  # raises what is wrong: unknown, or deleted from the work tree only
     committed = committed_files(store.git, directory)
     if committed is None or episode_path(episode_id) not in committed:
         raise EpisodeUnknown(
@@ -108,7 +107,9 @@ def guard(
         if not matches_head(store.git, store.root, directory, committed):
             _refuse_difference(store, directory, episode_id)  # unless git, which knows filters (LFS), sees none
     if store.path(history_path(episode_id)).exists():
-        raise EpisodeUnknown(f"episode {episode_id} is already completed; nothing more can be paid for it")
+        raise EpisodeCompleted(
+            f"episode {episode_id} is completed; nothing more can be paid for it or decided", episode_id
+        )
     return store.episode(episode_id)
 
 
@@ -136,10 +137,10 @@ def _refuse_difference(store: Store, directory: str, episode_id: str) -> None:
         fix = "move it out of the episode directory (or commit it)"
     else:
         what = "differs from what is committed"
-        fix = f"restore it (git checkout -- {_sh(path)}) or commit it"
+        fix = advice.commit_or_restore(path, code)
     raise DirtyState(
-        f"{path} in episode {episode_id} {what}: a paid step runs only on the episode exactly as committed; "
-        f"{fix}, then run this again ({show}); nothing was run"
+        f"{path} in episode {episode_id} {what} ({show}): a paid step runs only on the episode exactly as "
+        f"committed, so nothing was run; {fix}"
     )
 
 
@@ -363,7 +364,11 @@ def paid_step(
     refuse_tracked(store)  # before the step lock's file is opened under .jobstate/
     if store.remote is not None or store.interrupted():
         sync(store)  # finish what a killed jobstate left; with a remote, the episode may be from another host
-    guard(store, episode_id, clean=False)  # before any credential or vendor client; clean under the lock in _begin
+    try:
+        guard(store, episode_id, clean=False)  # before any credential or vendor client; clean under the lock in _begin
+    except EpisodeCompleted:
+        _refuse_completed_repeat(store, episode_id, step, fingerprint)
+        raise
     step_lock = FileLock(store.path(step_lock_path(episode_id, step)), timeout=0)
     try:
         step_lock.__enter__()
@@ -402,6 +407,17 @@ def paid_step(
         remove_output_dir(store, episode_id, step, handle.attempt)  # recorded: what was not reported is not kept
     finally:
         step_lock.__exit__(None, None, None)
+
+
+def _refuse_completed_repeat(store: Store, episode_id: str, step: str, fingerprint: str | None) -> None:
+    """On a completed episode, the same step run again with its recorded request is a repeat: exit 0."""
+    attempts = submissions(store, episode_id).get(step) or []
+    last = attempts[-1] if attempts else None
+    same = last is not None and (fingerprint is None or last.fingerprint in (None, fingerprint))
+    if last is not None and same and last.state == AttemptState.COMPLETED:
+        raise StepAlreadyCompleted(
+            f"step {step} of {episode_id} already completed and the episode is completed; nothing run"
+        )
 
 
 def _begin(

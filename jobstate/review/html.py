@@ -14,6 +14,7 @@ from jobstate.review.report import Report
 COLORS = {
     "allocated": "#9aa5b1",
     "running": "#2f80ed",
+    "awaiting-review": "#9b51e0",
     "unknown": "#d64545",
     "approved": "#27ae60",
     "rejected": "#e67e22",

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from jobstate.core.periods import parse_period
+from jobstate.core.periods import parse_period, require_kind
 from jobstate.core.records import AttemptState
 from jobstate.core.status import STATUSES
 from jobstate.errors import UsageError
@@ -165,7 +165,11 @@ def report(
 ) -> Report:
     """The report of ``rev``. This is a read-only operation."""
     since, until = period_range(period, since, until)
-    return build_report(read_state(path, rev, progress=progress), since, until)
+    state = read_state(path, rev, progress=progress)
+    bound = since or until
+    if bound is not None and state.settings is not None:
+        require_kind(parse_period(bound), state.settings.period, f"revision {rev}")  # like list: never "0 episodes"
+    return build_report(state, since, until)
 
 
 def _periods(state: StateView, since: str | None, until: str | None) -> list[str]:

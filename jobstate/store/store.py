@@ -15,11 +15,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from jobstate.core import advice
 from jobstate.core.clock import utc_now
-from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_path
-from jobstate.core.periods import Period, parse_episode_id
+from jobstate.core.inputs import env_number
+from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_dir, episode_path
+from jobstate.core.periods import Period, parse_episode_id, require_kind
 from jobstate.core.records import Episode, episode_from_yaml_dict
-from jobstate.errors import EpisodeUnknown, NotInitialized, StateInvalid, UsageError
+from jobstate.errors import DirtyState, EpisodeUnknown, NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo, find_root
 from jobstate.store.catalog import Catalog
 from jobstate.store.config import Config
@@ -90,11 +92,7 @@ class Store:
 
     def require_period_kind(self, period: Period) -> None:
         """Refuse a period of another kind than the repository counts (``period`` in jobstate.yaml)."""
-        if period.kind != self.config.period:
-            raise UsageError(
-                f"period {period.id} is a {period.kind} but {self.root} counts {self.config.period} periods "
-                "(setting period in jobstate.yaml)"
-            )
+        require_kind(period, self.config.period, self.root)
 
     @property
     def config(self) -> Config:
@@ -124,14 +122,8 @@ class Store:
         """Seconds to wait for the lock: argument, then JOBSTATE_LOCK_TIMEOUT, then jobstate.yaml."""
         if self._lock_timeout is not None:
             return _checked_timeout(self._lock_timeout, "--lock-timeout")
-        env = os.environ.get("JOBSTATE_LOCK_TIMEOUT")
-        if env:
-            try:
-                value = float(env)
-            except ValueError:
-                raise UsageError(f"JOBSTATE_LOCK_TIMEOUT={env!r} is not a number of seconds") from None
-            return _checked_timeout(value, "JOBSTATE_LOCK_TIMEOUT")
-        return self.config.lock_timeout
+        value = env_number(os.environ, "JOBSTATE_LOCK_TIMEOUT")
+        return self.config.lock_timeout if value is None else value
 
     @property
     def remote_timeout(self) -> float:
@@ -214,6 +206,13 @@ class Store:
         path = episode_path(episode_id)
         file = self.root / path
         if not file.is_file():
+            if self.git.run("cat-file", "-e", f"HEAD:{path}", check=False).returncode == 0:
+                # deleted from the work tree only: allocating again would give another ID
+                directory = episode_dir(episode_id)
+                raise DirtyState(
+                    f"episode {episode_id} is committed but {directory} is missing from the work tree; "
+                    f"restore it with: {advice.restore(directory, ' D')}"
+                )
             remote = self.remote
             if remote is not None:
                 # another host may have allocated it: advising a new allocation would invite a duplicate run
@@ -242,7 +241,8 @@ class Store:
                 continue
             path = episode_path(entry.name)
             if not (self.root / path).is_file():
-                raise StateInvalid(
+                tracked = self.git.run("ls-files", "-z", "--", f"{STATE}/{entry.name}").stdout
+                raise (StateInvalid if tracked else DirtyState)(
                     f"{STATE}/{entry.name} is not an episode (it has no {EPISODE_FILE}): state/ holds only "
                     "episode directories; move it out of state/"
                 )

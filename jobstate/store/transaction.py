@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from jobstate.atomic import atomic_dir, atomic_write
+from jobstate.core import advice
+from jobstate.core.inputs import env_number
 from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, describes_episode
 from jobstate.core.model import tracked_private
 from jobstate.errors import (
@@ -403,7 +405,7 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
     decision to write, and a refusal or a no-op decided there is decided again
     after fetching, so neither is ever answered from a stale tip.
     """
-    attempts = int(os.environ.get("JOBSTATE_ATTEMPTS", ATTEMPTS))
+    attempts = int(env_number(os.environ, "JOBSTATE_ATTEMPTS") or ATTEMPTS)
     trust = store.remote is not None
     attempt = 0
     while attempt < attempts:
@@ -454,8 +456,8 @@ def _refuse_uncommitted_settings(store: Store) -> None:
     data = store.config_bytes()
     if (store.git.blob_sha(data) if data or head else "") != head:
         raise DirtyState(
-            f"{CONFIG_FILE} differs from HEAD and decisions read it: commit it or restore it "
-            f"(git checkout -- {CONFIG_FILE}); nothing was written"
+            f"{CONFIG_FILE} differs from HEAD and decisions read it: {advice.commit_or_restore(CONFIG_FILE)}; "
+            "nothing was written"
         )
 
 

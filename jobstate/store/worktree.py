@@ -12,6 +12,7 @@ import os
 import shutil
 
 from jobstate.atomic import TEMP_PREFIX
+from jobstate.core import advice
 from jobstate.core.layout import (
     EPISODE_FILE,
     HISTORY,
@@ -23,7 +24,7 @@ from jobstate.core.layout import (
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.core.tombstones import tombstone_from_yaml_dict
-from jobstate.errors import StateInvalid, UsageError
+from jobstate.errors import DirtyState, JobstateError, StateInvalid, UsageError
 from jobstate.git.history import branch_tips, episode_events, files_at
 from jobstate.store.catalog import Catalog, Row
 from jobstate.store.config import config_from_text
@@ -164,7 +165,7 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
             continue
         rel = f"{STATE}/{entry.name}"
         if not entry.is_dir(follow_symlinks=False):
-            raise StateInvalid(f"{rel}: state/ holds only episode directories; move this file away")
+            raise _stray(store, rel)(f"{rel}: state/ holds only episode directories; move this file away")
         files = os.listdir(entry.path)
         if EPISODE_FILE not in files:
             if files and all(f.startswith(TEMP_PREFIX) for f in files):
@@ -172,7 +173,7 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
                 shutil.rmtree(entry.path)
                 continue
             what = "is an empty directory" if not files else f"has no {EPISODE_FILE}"
-            raise StateInvalid(
+            raise _stray(store, rel)(
                 f"{rel} {what} that jobstate did not write; state/ holds only episode directories: "
                 "move it away or restore its episode.yaml (nothing was changed)"
             )
@@ -182,11 +183,17 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
     if gone:
         raise UsageError(
             f"{STATE}/{gone[0]} is committed but missing from the work tree; restore it with: "
-            f"git checkout -- {STATE}/{gone[0]}"
+            f"{advice.restore(f'{STATE}/{gone[0]}', ' D')}"
         )
     if not found:
         cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
     return found
+
+
+def _stray(store: Store, rel: str) -> type[JobstateError]:
+    """What a stray entry of state/ is: committed, the state is invalid (7); untracked, the work tree
+    is dirty (2), like any uncommitted file where jobstate reads committed state."""
+    return StateInvalid if store.git.run("ls-files", "-z", "--", rel).stdout else DirtyState
 
 
 def _remove_killed_build(store: Store, name: str) -> None:
@@ -204,10 +211,8 @@ def check_clean(store: Store, row: Row) -> bytes:
         data = (store.root / row.path).read_bytes()
     except FileNotFoundError:
         raise UsageError(
-            f"{row.path} is committed but missing from the work tree; restore it with: git checkout -- {row.path}"
+            f"{row.path} is committed but missing from the work tree; restore it with: {advice.restore(row.path, ' D')}"
         ) from None
     if store.git.blob_sha(data) != row.blob:
-        raise UsageError(
-            f"{row.path} has uncommitted changes; commit them or restore the file with: git checkout -- {row.path}"
-        )
+        raise UsageError(f"{row.path} has uncommitted changes: {advice.commit_or_restore(row.path)}")
     return data

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from jobstate.core import advice
 from jobstate.errors import StateInvalid
 
 # state files are small (an episode.yaml is a few hundred bytes); parsing costs about 100 times a
@@ -63,10 +64,10 @@ def loads(data: bytes | str, source: str, *, allow_empty: bool = False) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise StateInvalid(
-            f"{source}: invalid YAML{where}: {first}; fix or restore the file (git checkout -- {source})"
+            f"{source}: invalid YAML{where}: {first}; fix or restore the file ({advice.restore(source)})"
         ) from None
     if value is None and not allow_empty:
-        raise StateInvalid(f"{source}: the file is empty (or only comments); restore it (git checkout -- {source})")
+        raise StateInvalid(f"{source}: the file is empty (or only comments); restore it ({advice.restore(source)})")
     return value
 
 
@@ -74,7 +75,7 @@ def _check_size(size: int, source: str) -> None:
     if size > MAX_STATE_BYTES:
         raise StateInvalid(
             f"{source}: {size} bytes is over the {MAX_STATE_BYTES // (1024 * 1024)} MiB limit for a state file; "
-            f"it was not read: restore it (git checkout -- {source}) or split what it holds"
+            f"it was not read: restore it ({advice.restore(source)}) or split what it holds"
         )
 
 

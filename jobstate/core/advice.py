@@ -1,0 +1,28 @@
+"""The Git commands jobstate suggests in its messages: shell-quoted, and each one does what the
+message says in the situation it names (tests/test_advice.py runs them). Pure: values in, text out.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+
+def restore(path: str, code: str = " M") -> str:
+    """The command that puts ``path`` back as HEAD has it, for its ``git status --porcelain`` XY code.
+
+    A new file that is only staged (``A``) is unstaged and kept (``git checkout`` would not unstage
+    it); anything else (changed, deleted, staged or not, a whole directory) is checked out from HEAD,
+    which also works when the deletion was staged (``git checkout -- PATH`` alone would not).
+    """
+    if code.startswith("A"):
+        return f"git restore --staged -- {shlex.quote(path)}"
+    return f"git checkout HEAD -- {shlex.quote(path)}"
+
+
+def commit_or_restore(path: str, code: str = " M") -> str:
+    """The advice for an uncommitted change where jobstate reads committed state."""
+    if code.startswith("A"):
+        return f"commit it, or unstage it with: {restore(path, code)}"
+    if code == "??":
+        return f"commit it, or move it out of the repository ({shlex.quote(path)} is untracked)"
+    return f"commit it, or restore it with: {restore(path, code)}"

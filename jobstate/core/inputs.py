@@ -1,0 +1,61 @@
+"""One rule for what a user types: every option and environment variable is checked here, at the
+edge, before anything is read or written. Pure: text in, a value or a UsageError out.
+
+- A number is a whole or decimal number within its range: never nan, inf, text or out of range.
+- Free text (a name, a reason, a path) is one line: no control characters (newline, tab, escape,
+  NUL), no format characters (bidi overrides, zero-width) and no line or paragraph separator, because
+  it lands in one-line records, commit subjects and terminals, where it must read as what it is.
+"""
+
+from __future__ import annotations
+
+import reprlib
+import unicodedata
+from collections.abc import Mapping
+
+from jobstate.errors import UsageError
+
+# the environment variables jobstate reads as numbers: (what, lowest, highest, whole)
+NUMERIC_ENV: dict[str, tuple[str, float, float, bool]] = {
+    "JOBSTATE_LOCK_TIMEOUT": ("seconds", 0, 86400, False),
+    "JOBSTATE_ATTEMPTS": ("attempts", 1, 1000, True),
+}
+_NOT_TEXT = frozenset(("Cc", "Cf", "Zl", "Zp"))  # as keys: core.keys.validate_key
+
+
+def number(text: str, what: str, low: float, high: float, *, whole: bool = False, name: str = "") -> float:
+    """``text`` as a number of ``what`` from ``low`` to ``high``; ``name`` says where it came from."""
+    where = name if not name or name.endswith("=") else f"{name} "
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        raise UsageError(f"{where}{text!r} is not a {'whole ' if whole else ''}number of {what}") from None
+    if not low <= value <= high:  # also false for nan
+        raise UsageError(f"{where}{text!r} is not a number of {what} from {low:g} to {high:g}")
+    return value
+
+
+def env_number(env: Mapping[str, str], name: str) -> float | None:
+    """The numeric environment variable ``name`` (one of NUMERIC_ENV), None when unset or empty."""
+    text = env.get(name)
+    if not text:
+        return None
+    what, low, high, whole = NUMERIC_ENV[name]
+    return number(text, what, low, high, whole=whole, name=f"{name}=")
+
+
+def check_environment(env: Mapping[str, str]) -> None:
+    """Refuse a malformed numeric environment variable up front, whatever the command."""
+    for name in NUMERIC_ENV:
+        env_number(env, name)
+
+
+def one_line(text: str, option: str) -> str:
+    """Free text given as ``option``: refused when it holds a control character or a line break."""
+    for ch in text:
+        if unicodedata.category(ch) in _NOT_TEXT:
+            raise UsageError(
+                f"{option} {reprlib.repr(text)}: holds U+{ord(ch):04X}, a control or format character or a line "
+                "break; give it on one line without them"
+            )
+    return text
