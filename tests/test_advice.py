@@ -54,7 +54,9 @@ def _run(
 ) -> tuple[int, str]:
     """jobstate run with a CMD whose argv stays the same (so does its fingerprint unless ``request`` changes)."""
     spec = repo.parent / "spec.json"
-    spec.write_text(json.dumps({"fields": fields, "code": code, "write": write or {}, "write_episode": write_episode or {}}))
+    spec.write_text(
+        json.dumps({"fields": fields, "code": code, "write": write or {}, "write_episode": write_episode or {}})
+    )
     req = repo.parent / "request.txt"
     req.write_text(request)
     cmd = [sys.executable, "-c", CMD, str(spec)]
