@@ -229,7 +229,8 @@ def _dagster(i: _Inputs) -> _Identity:
         seen = _changing(run, "DAGSTER_RUN_ID", "re-execution")
         raise UsageError(
             f"--from dagster needs DAGSTER_JOB_NAME and DAGSTER_ROOT_RUN_ID{seen}: pass "
-            "context.job_name and context.run.root_run_id or context.run_id (see the Dagster recipe in docs/allocation.md)"
+            "context.job_name and context.run.root_run_id or context.run_id "
+            "(see the Dagster recipe, docs/allocation.md)"
         )
     schedule = _get(i.env, "DAGSTER_SCHEDULE_NAME")
     details = {"job": job, "root_run_id": root}
