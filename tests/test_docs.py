@@ -267,3 +267,30 @@ def test_every_command_and_option_of_help_is_in_the_docs() -> None:
     options = _options(build_parser())
     missing = sorted({f"{prog}: {opt}" for prog, opt in options if not re.search(rf"{re.escape(opt)}\b", text)})
     assert missing == []
+
+
+def _known_options() -> dict[str, set[str]]:
+    parser = build_parser()
+    known: dict[str, set[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                known[name] = {o for a in sub._actions for o in a.option_strings}
+    return known
+
+
+def test_every_option_the_docs_give_a_command_exists() -> None:
+    """``jobstate CMD ... --opt`` in prose or an example: --opt is an option of CMD (docs agree with --help)."""
+    known = _known_options()
+    wrong = []
+    for page in PAGES:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            # one command per piece: a line may hold two (a diagram, "a && b")
+            for m in re.finditer(r"\bjobstate ([a-z][a-z-]*)((?:(?!\bjobstate )[^`|;&)]|\$\()*)", line):
+                command, rest = m[1], m[2]
+                if command not in known:
+                    continue
+                for option in re.findall(r"(?<![\w-])--[a-z][a-z-]*", rest.split(" -- ")[0]):
+                    if option not in known[command]:
+                        wrong.append(f"{page.name}: jobstate {command} {option}")
+    assert wrong == []
