@@ -1,11 +1,11 @@
-"""Environments exactly as each scheduler (or the README's recipe for it) sets them.
+"""Environments exactly as each scheduler (or the recipe for it in docs/allocation.md) sets them.
 
 For every scheduler: a first attempt, a retry of it, and the next scheduled run,
 with the moment each one starts. Names and formats follow the schedulers' docs:
 GitHub Actions' default variables, the Kubernetes CronJob controller's Job names
 (<cronjob>-<scheduled minutes since the epoch>) and the Job's pod labels, Airflow's
 AIRFLOW_CTX_* variables, systemd's service environment; Dagster and Temporal hand
-their context to Python only, so the README's recipes export it under these names.
+their context to Python only, so the recipes in docs/allocation.md export it under these names.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """jobstate key --from and allocate --from, in-process with a fixed clock, on real Git repositories.
 
-The README's recipes are read from the README itself and run with the environment each
+The recipes are read from docs/allocation.md itself and run with the environment each
 scheduler sets (tests/scheduler_envs.py).
 """
 
@@ -38,16 +38,15 @@ from .scheduler_envs import (
 )
 from .snapshots import tree_state
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+RECIPES_PAGE = Path(__file__).resolve().parents[1] / "docs" / "allocation.md"
 SCHEDULER_VARS = ("GITHUB_", "AIRFLOW_CTX_", "DAGSTER_", "TEMPORAL_", "TRIGGER_", "KUBERNETES_")
 SCHEDULER_NAMES = ("INVOCATION_ID", "JOB_NAME", "POD_NAMESPACE", "HOSTNAME", "CI")
 
 
 def recipe_commands() -> dict[str, list[str]]:
-    """Every ``jobstate ... --from X`` command in the README's "Keys from your scheduler" section."""
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## Keys from your scheduler") : text.index("## Paid steps that cannot pay twice")]
-    recipes = section[section.index("### Recipes") :]
+    """Every ``jobstate ... --from X`` command in the "Recipes" section of docs/allocation.md."""
+    text = RECIPES_PAGE.read_text(encoding="utf-8")
+    recipes = text[text.index("## Recipes") : text.index("## When state is removed with Git")]
     found: dict[str, list[str]] = {}
     for m in re.finditer(r"\$\((jobstate [^)]*)\)|\"(jobstate [^\"]*)\"", recipes):
         argv = [a for a in shlex.split(m[1] or m[2]) if a != "$@"][1:]

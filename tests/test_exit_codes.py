@@ -289,7 +289,9 @@ def test_a_closed_stdout_ends_quietly_like_git(tmp_path: Path) -> None:
 
 
 def test_docs_exit_codes_page_is_generated_from_the_table() -> None:
-    page = Path(__file__).parent.parent / "docs" / "exit-codes.md"
+    root = Path(__file__).parent.parent
+    assert "](docs/exit-codes.md)" in (root / "README.md").read_text(encoding="utf-8")
+    page = root / "docs" / "exit-codes.md"
     assert page.read_text(encoding="utf-8") == errors.markdown_table(), f"regenerate it: {errors.REGENERATE}"
     for row in errors.EXIT_TABLE:
         assert f"| {row.code} |" in page.read_text(encoding="utf-8")

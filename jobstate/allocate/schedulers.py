@@ -252,7 +252,8 @@ def _dagster(i: _Inputs) -> _Identity:
         seen = _changing(run, "DAGSTER_RUN_ID", "re-execution")
         raise UsageError(
             f"--from dagster needs DAGSTER_JOB_NAME and DAGSTER_ROOT_RUN_ID{seen}: pass "
-            "context.job_name and context.run.root_run_id or context.run_id (see the README's Dagster recipe)"
+            "context.job_name and context.run.root_run_id or context.run_id "
+            "(see the Dagster recipe, docs/allocation.md)"
         )
     schedule = _get(i.env, "DAGSTER_SCHEDULE_NAME")
     details = {"job": job, "root_run_id": root}
@@ -273,7 +274,7 @@ def _temporal(i: _Inputs) -> _Identity:
         seen = _changing(run, "TEMPORAL_RUN_ID", "retry")
         raise UsageError(
             f"--from temporal needs TEMPORAL_WORKFLOW_ID, which retries keep{seen}: "
-            "pass activity.info().workflow_id (see the README's Temporal recipe)"
+            "pass activity.info().workflow_id (see the Temporal recipe in docs/allocation.md)"
         )
     when = _get(i.env, "TEMPORAL_SCHEDULED_START_TIME")
     suffix = _TEMPORAL_SUFFIX.search(workflow)

@@ -17,7 +17,7 @@ def budget(options: StoreOptions, *, period: str | None, as_json: bool) -> int:
     with options.open() as store:
         config = store.config
         if config.budget is None:
-            raise UsageError(f"{store.root} has no budget: add budget: to jobstate.yaml (see the README)")
+            raise UsageError(f"{store.root} has no budget: add budget: to jobstate.yaml (see docs/money.md)")
         if period is None:
             today = store.now().astimezone(ZoneInfo(config.timezone)).date()
             target = period_of(today, config.budget.per)
