@@ -187,6 +187,11 @@ def test_an_orphaned_cmd_keeps_its_step_running_and_its_report_is_recorded_after
     finally:
         go.write_text("go")
     wait_until_exited(cmd_pid)
+    # the orphan said the vendor accepted: "not submitted" now would pay for a second task
+    refused = run_cli("resolve", "--not-submitted", *decide, cwd=repo)
+    assert refused.returncode == 2, refused.stderr
+    assert "result file says the vendor accepted remote task task-5" in refused.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
     answer = run_cli("run", "--episode", EID, "--step", "gen", "--", *stable_cmd(script), cwd=repo)
     assert answer.returncode == 0, answer.stderr
     assert "names remote task task-5; recorded as accepted" in answer.stderr

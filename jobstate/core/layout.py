@@ -49,6 +49,11 @@ def work_dir(episode_id: str, step: str, attempt: int | None = None) -> str:
     return base if attempt is None else f"{base}/{attempt}"
 
 
+def result_path(episode_id: str, step: str, attempt: int) -> str:
+    """``.jobstate/results/<id>.<step>.<attempt>.json``: one attempt's ``$JOBSTATE_RESULT`` (host-local)."""
+    return f"{PRIVATE}/results/{episode_id}.{step}.{attempt}.json"
+
+
 def refused_report_path(episode_id: str, step: str, attempt: int, stamp: str) -> str:
     """``.jobstate/refused/<id>.<step>.<attempt>.<stamp>.json``: a refused report, kept (host-local)."""
     return f"{REFUSED}/{episode_id}.{step}.{attempt}.{stamp}.json"

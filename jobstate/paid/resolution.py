@@ -8,12 +8,15 @@ run does. Run again with the same decision, it records nothing new (AlreadyRecor
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Callable
 from contextlib import suppress
 from typing import NoReturn
 
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
+from jobstate.core.layout import result_path
 from jobstate.core.model import decision_on, replacement
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
@@ -22,6 +25,7 @@ from jobstate.paid.leftovers import running_holder, running_steps
 from jobstate.paid.step import guard, resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import submissions, submissions_change
+from jobstate.store.private import read_private
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 
@@ -69,6 +73,25 @@ def _repeat_on_completed(
         with suppress(UsageError):  # not a repeat: the completed episode's refusal below says why
             repeat(attempts[-1])
     raise done
+
+
+def _refuse_contradicted(store: Store, episode_id: str, step: str, attempt: int) -> None:
+    """--not-submitted while the attempt's own result file names a vendor task (an orphaned CMD that
+    ended after jobstate was killed, say) would start a second, paid task: refused, with the command
+    that records the task instead. A file half written proves nothing and refuses nothing."""
+    data = read_private(store, store.path(result_path(episode_id, step, attempt)))
+    try:
+        report = json.loads(data.decode("utf-8")) if data else None
+    except (ValueError, UnicodeDecodeError):
+        return
+    ref = report.get("remote_ref") if isinstance(report, dict) else None
+    if isinstance(ref, str) and ref:
+        raise UsageError(
+            f"step {step} of {episode_id} attempt {attempt}: its command's result file says the vendor accepted "
+            f"remote task {ref}, so it was submitted; record that with: jobstate resolve --episode {episode_id} "
+            f"--step {shlex.quote(step)} --accepted {shlex.quote(ref)} --by NAME --reason TEXT (or just run the step "
+            "again: it reads the file and resumes the task)"
+        )
 
 
 def _refuse_running(store: Store, episode_id: str, step: str) -> None:
@@ -125,6 +148,8 @@ def resolve(
         last = attempts[-1]
         if last.state != AttemptState.INTENT:
             _refuse_settled(episode_id, step, last, ref)
+        if ref is None:
+            _refuse_contradicted(store, episode_id, step, last.number)
         now = format_time(store.now())
         decision = {"decision": "accepted" if ref else "not-submitted", "by": by, "at": now, "reason": reason}
         if ref:

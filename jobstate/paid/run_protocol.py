@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from jobstate.core import advice
+from jobstate.core import advice, layout
 from jobstate.core.clock import format_time
 from jobstate.core.keys import request_fingerprint
 from jobstate.core.layout import episode_dir
@@ -118,7 +118,7 @@ def run_step_command(
 
 def result_path(store: Store, episode_id: str, step_name: str, attempt: int) -> Path:
     """The ``$JOBSTATE_RESULT`` file of one attempt (git-ignored, under .jobstate/)."""
-    return store.private / "results" / f"{episode_id}.{step_name}.{attempt}.json"
+    return store.path(layout.result_path(episode_id, step_name, attempt))
 
 
 def _accept_early_report(
