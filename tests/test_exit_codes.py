@@ -13,6 +13,7 @@ from jobstate.main import main
 from jobstate.store.init import init
 
 from .conftest import git, plain_repo
+from .snapshots import tree_state
 
 EID = "2026-W32-0"
 
@@ -40,6 +41,15 @@ def _dirty_modified(tmp_path: Path) -> Path:
     repo = _allocated(tmp_path)
     path = repo / "state" / EID / "episode.yaml"
     path.write_text(path.read_text() + "# edited\n")
+    return repo
+
+
+def _uncommitted(tmp_path: Path) -> Path:
+    """An episode directory on disk that HEAD does not have (its commit undone), with a file of the user's."""
+    repo = _allocated(tmp_path)
+    git(repo, "rm", "-r", "-q", "--cached", f"state/{EID}")
+    git(repo, "commit", "-qm", "forget the episode")
+    (repo / "state" / EID / "notes.txt").write_text("the user's own notes\n")
     return repo
 
 
@@ -84,6 +94,8 @@ KINDS: dict[str, tuple[Callable[[Path], Path], str, tuple[str, ...], int]] = {
     "unknown episode": (_allocated, "2026-W32-7", EPISODE_COMMANDS, errors.EPISODE_UNKNOWN),
     # (an untracked file in an episode is a killed step's output: put aside, see tests/test_leftovers.py)
     "dirty state (modified record)": (_dirty_modified, EID, (*PAID_COMMANDS, "migrate"), errors.USAGE),
+    # the fence refuses an episode HEAD does not have before it looks at (or moves) anything in it
+    "uncommitted episode": (_uncommitted, EID, PAID_COMMANDS, errors.EPISODE_UNKNOWN),
     "uninitialised repository": (
         _uninitialised,
         EID,
@@ -114,6 +126,7 @@ def test_each_kind_of_failure_has_one_exit_code(
     make, eid, _commands, expected = KINDS[kind]
     repo = make(tmp_path)
     head = git(repo, "rev-parse", "HEAD") if (repo / ".git").exists() else None
+    before = _work_tree(repo)
     capsys.readouterr()
     args = [a.replace("{eid}", eid) for a in COMMANDS[command]]
     code = main(["--repo", str(repo), *args])
@@ -125,6 +138,14 @@ def test_each_kind_of_failure_has_one_exit_code(
     assert "Traceback" not in err
     if head is not None:
         assert git(repo, "rev-parse", "HEAD") == head, "a refused command commits nothing"
+    assert _work_tree(repo) == before, "a refused command changes nothing the user sees, nor moves it aside"
+
+
+def _work_tree(repo: Path) -> dict[str, tuple[bytes, int, int]]:
+    # the locks (the repository's and a step's) and the catalog (a cache, with its journal beside it in
+    # .jobstate/) may be touched by any command; every other file, .jobstate/leftovers/ included, must stay
+    own = (".git/", ".jobstate/lock", ".jobstate/steps/", ".jobstate/catalog")
+    return {k: v for k, v in tree_state(repo).items() if not k.startswith(own) and k != ".jobstate/"}
 
 
 @pytest.mark.parametrize("own", [1, 3, 5, 6, 7])
