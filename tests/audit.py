@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-_WATCHED = ("open", "os.listdir", "os.scandir", "os.stat", "subprocess.Popen", "os.exec", "os.posix_spawn")
+_WATCHED = ("open", "os.listdir", "os.scandir", "sqlite3.connect", "subprocess.Popen", "os.exec", "os.posix_spawn")
 _ACTIVE: list[tuple[str, list[str]]] = []  # (root, events seen) while a ``touches`` block runs
 _INSTALLED: list[bool] = []
 
@@ -28,7 +28,7 @@ def _hook(event: str, args: tuple[object, ...]) -> None:
 
 @contextmanager
 def touches(root: Path) -> Iterator[list[str]]:
-    """Collect every file opened, directory listed or stat'ed under ``root`` and every program started,
+    """Collect every file opened (a database included) or directory listed under ``root`` and every program started,
     in this process, while the block runs. (Audit hooks cannot be removed: the one hook does nothing
     outside a block.)"""
     if not _INSTALLED:
