@@ -1,4 +1,4 @@
-"""Paid steps that cannot pay twice: the guard, submission records, costs and artifacts.
+"""Paid steps that cannot pay twice: submission records, costs and artifacts, after the guard (guard.py).
 
 ``paid_step`` checks the episode before the body runs (so a refusal happens
 before any credential is read or vendor client built), commits an intent
@@ -7,7 +7,7 @@ record the vendor's task reference (committed at once), costs and artifacts.
 A step whose intent was committed but whose acceptance was never recorded is
 "unknown": it is never resubmitted until an operator resolves it.
 
-Longer than most modules on purpose: the guard, the intent and the records of one attempt are
+Longer than most modules on purpose: the intent and the records of one attempt are
 one protocol; the run of a command (step_command.py) and the decisions (resolution.py,
 review.py) live elsewhere.
 """
@@ -33,28 +33,21 @@ from jobstate.core.layout import (
     COSTS,
     SUBMISSIONS,
     episode_dir,
-    episode_path,
-    history_path,
     step_lock_path,
 )
 from jobstate.core.model import approved
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
-from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import AttemptState, Episode
 from jobstate.errors import (
-    DirtyState,
-    EpisodeUnknown,
     JobstateError,
     StateInvalid,
     StepAlreadyCompleted,
-    StepRunning,
     SubmissionUnknown,
     UsageError,
 )
-from jobstate.git.headcheck import committed_files, matches_head
 from jobstate.hashing import sha256_file
-from jobstate.paid.leftovers import put_aside, running_steps
+from jobstate.paid.guard import guard
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import (
@@ -68,53 +61,6 @@ from jobstate.store.episode_files import (
 from jobstate.store.lock import FileLock
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, sync, transact
-
-
-def guard(
-    store: Store, episode_id: str, *, clean: bool = True, notify: Callable[[str], None] = lambda _line: None
-) -> Episode:
-    """Refuse unless the episode exists and is committed in HEAD (else EpisodeUnknown, exit 5),
-    its ID is well formed (else UsageError, exit 2) and its directory is clean (else DirtyState, exit 2).
-
-    Runs before anything a paid step does. With ``clean`` (under the lock), what a killed step
-    left in the episode directory is put aside first (jobstate.paid.leftovers) and ``notify`` told.
-    """
-    try:
-        parse_episode_id(episode_id)
-    except UsageError as exc:
-        raise UsageError(f"{exc}; give the explicit ID of an allocated episode") from None
-    store.require_initialized()
-    directory = episode_dir(episode_id)
-    if not store.path(episode_path(episode_id)).is_file():
-        raise EpisodeUnknown(
-            f"episode {episode_id} does not exist; allocate it first with: "
-            "jobstate allocate --key KEY --date YYYY-MM-DD"
-        )
-    committed = committed_files(store.git, directory)
-    if committed is None or episode_path(episode_id) not in committed:
-        raise EpisodeUnknown(
-            f"episode {episode_id} is not committed; run the same jobstate allocate again to commit it"
-        )
-    # cleanliness only means something under the lock: outside it, another step's write may be half done;
-    # the common case, exactly as committed, is answered at a cost that does not grow with the state
-    exact = not clean or matches_head(store.git, store.root, directory, committed)
-    dirty = [] if exact else store.git.status(directory)
-    if dirty and put_aside(store, episode_id, dirty, format_time(store.now()), notify):
-        dirty = store.git.status(directory)
-    if dirty:
-        busy = running_steps(store, episode_id, other_than_us=True)
-        if busy and all(code == "??" for code, _path in dirty):
-            raise StepRunning(
-                f"step {', '.join(sorted(busy))} of {episode_id} is running now and has written {dirty[0][1]}, "
-                "not recorded yet: wait for it to finish, then run this again"
-            )
-        raise DirtyState(
-            f"{dirty[0][1]} in episode {episode_id} differs from what is committed; commit it or restore it "
-            f"(git checkout -- {dirty[0][1]}) before a paid step (git status -- {directory})"
-        )
-    if store.path(history_path(episode_id)).exists():
-        raise EpisodeUnknown(f"episode {episode_id} is already completed; nothing more can be paid for it")
-    return store.episode(episode_id)
 
 
 def resolve_command(episode_id: str, step: str) -> str:
