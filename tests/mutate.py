@@ -18,12 +18,16 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTEST = f"{sys.executable} -m pytest -x -q -p no:randomly -p no:cacheprovider -p no:xdist"
 # module -> (its file, the tests that cover it, fast enough to run once per mutant)
 MODULES: dict[str, tuple[str, str]] = {
-    "model": ("jobstate/core/model.py", "tests/test_model_rules.py"),
+    # pure: without the suite's conftest (real repositories) and hypothesis, a run is a second or two
+    "model": ("jobstate/core/model.py", "--noconftest -p no:hypothesispytest tests/test_model_rules.py"),
     "guard": (
         "jobstate/paid/guard.py",
         "tests/test_guard.py tests/test_exit_codes.py tests/test_leftovers.py -k 'run] or leftovers or guard'",
     ),
-    "transaction": ("jobstate/store/transaction.py", "tests/test_transaction.py tests/test_transaction_crash.py"),
+    "transaction": (
+        "jobstate/store/transaction.py",
+        "tests/test_transaction.py tests/test_transaction_crash.py -m 'not slow'",
+    ),
     "decision": ("jobstate/allocate/decision.py", "tests/test_allocation.py tests/test_idempotent_decisions.py"),
 }
 
