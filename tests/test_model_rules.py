@@ -298,6 +298,9 @@ def test_history_is_written_only_for_an_approved_episode() -> None:
             "history is written only for an approved episode",
         )
     ]
+    # reported beside the change's other violations, not instead of them
+    both = episode_change(Rec(), Rec(allocation_key="moved", history=history))
+    assert [v.kind for v in both] == ["key moved", "history without approval"]
     ok = [decision("approved")]
     assert episode_change(Rec(decisions=ok), Rec(decisions=ok, history={})) == []
     # history already there: its agreement is checked per revision (completion_problems), not per change
