@@ -94,6 +94,18 @@ def test_a_killed_steps_output_is_put_aside_and_told(store: Store, repo: Path, e
     assert status(repo) == ""
 
 
+def test_an_edit_beside_a_killed_steps_output_is_still_refused(store: Store, repo: Path, episode: str) -> None:
+    (repo / "state" / EID / "out.bin").write_bytes(b"half")
+    path = repo / "state" / EID / "episode.yaml"
+    path.write_text(path.read_text() + "# edited\n")
+    told: list[str] = []
+    with pytest.raises(DirtyState, match=f"^state/{EID}/episode.yaml in episode {EID} differs"):
+        guard(store, episode, notify=told.append)
+    assert not (repo / "state" / EID / "out.bin").exists()  # the output went aside; the person's edit stays
+    assert len(told) == 1
+    assert path.read_text().endswith("# edited\n")
+
+
 def test_output_of_a_step_running_in_another_process_is_left_alone(store: Store, repo: Path, episode: str) -> None:
     lock = repo / ".jobstate" / "steps" / f"{EID}.generate.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
