@@ -17,12 +17,14 @@ from jobstate.store.store import Store
 from .conftest import git, status
 
 EID = "2026-W32-0"
-# holds a step's lock in a process of its own (the guard ignores its own process's locks) until stdin closes
+# holds steps' locks in a process of its own (the guard ignores its own process's locks) until stdin closes
 _HOLD = """
-import sys
+import contextlib, sys
 from pathlib import Path
 from jobstate.store.lock import FileLock
-with FileLock(Path(sys.argv[1]), 5):
+with contextlib.ExitStack() as stack:
+    for path in sys.argv[1:]:
+        stack.enter_context(FileLock(Path(path), 5))
     print("held", flush=True)
     sys.stdin.read()
 """
@@ -107,10 +109,11 @@ def test_an_edit_beside_a_killed_steps_output_is_still_refused(store: Store, rep
 
 
 def test_output_of_a_step_running_in_another_process_is_left_alone(store: Store, repo: Path, episode: str) -> None:
-    lock = repo / ".jobstate" / "steps" / f"{EID}.generate.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    steps = repo / ".jobstate" / "steps"
+    steps.mkdir(parents=True, exist_ok=True)
+    locks = [str(steps / f"{EID}.{step}.lock") for step in ("render", "generate")]
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _HOLD, *locks], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert holder.stdout is not None
@@ -119,7 +122,7 @@ def test_output_of_a_step_running_in_another_process_is_left_alone(store: Store,
         with pytest.raises(StepRunning) as info:
             guard(store, episode)
         assert str(info.value) == (
-            f"step generate of {EID} is running now and has written state/{EID}/writing.bin, "
+            f"step generate, render of {EID} is running now and has written state/{EID}/writing.bin, "
             "not recorded yet: wait for it to finish, then run this again"
         )
         assert (repo / "state" / EID / "writing.bin").exists()
