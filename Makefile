@@ -4,11 +4,16 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv test test-slow demo lint bench verify clean allocate generate approve rework reassemble complete
+.PHONY: help venv test test-slow mutate demo lint bench verify clean allocate generate approve rework reassemble complete
 
 help:
 	@echo "make test   - create .venv, install jobstate with test extras, run pytest (all but the slow SIGKILL loops)"
+	@echo "             in random order (pytest-randomly prints the seed; replay an order with"
+	@echo "             make test PYTEST_ARGS=--randomly-seed=SEED, or keep file order with PYTEST_ARGS='-p no:randomly');"
+	@echo "             each test fails after 45 s unless it says why it needs longer (pytest-timeout)"
 	@echo "make test-slow - the SIGKILL torture loops of allocate and jobstate run (CI runs them too)"
+	@echo "make mutate - mutation testing (mutmut) of the rule modules against their fast tests; minutes each,"
+	@echo "             not in CI: make mutate MODULES='model guard' (model guard transaction decision)"
 	@echo "make demo   - run the demo in a throwaway repo"
 	@echo "make lint   - ruff and mypy --strict"
 	@echo "make bench  - performance figures, each ratio beside its target (under 3 minutes)"
@@ -29,6 +34,12 @@ test: $(STAMP)
 # the SIGKILL loops (a few minutes); CI runs them after make test
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+
+# mutation testing on demand (not in CI): mutmut changes one module at a time on disk; leave the tree alone meanwhile
+MODULES ?=
+mutate: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[mutate]'
+	$(BIN)/python tests/mutate.py $(MODULES)
 
 demo: $(STAMP)
 	$(BIN)/python -m jobstate_demo.demo
@@ -76,4 +87,4 @@ complete: $(STAMP)
 	$(call need,EPISODE)$(JOBSTATE) complete --repo $(REPO) --episode '$(EPISODE)'
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .mutmut-cache html

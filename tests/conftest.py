@@ -213,3 +213,11 @@ def _built_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def history(_built_history: Path, tmp_path: Path) -> Path:
     """A copy of the small pipeline history of tests/review_history.py (built once per module: it takes seconds)."""
     return Path(shutil.copytree(_built_history, tmp_path / "pipeline", symlinks=True))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The random order's seed at the end of every run (-q hides pytest-randomly's header), so a
+    failure that depends on the order can be replayed with the same order."""
+    if config.pluginmanager.hasplugin("randomly"):
+        seed = config.getoption("randomly_seed")
+        terminalreporter.write_line(f"random order: replay it with --randomly-seed={seed}")

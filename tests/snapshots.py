@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -26,3 +27,15 @@ def tree_state(root: Path, skip: str | None = None) -> dict[str, tuple[bytes, in
             mtime = 0 if name.startswith("sharedindex.") else st.st_mtime_ns
             out[str(full.relative_to(root))] = (data, st.st_mode, mtime)
     return out
+
+
+# what a command that writes nothing may still touch: the lock files it takes (the repository's and a
+# step's; their mtime moves, their content is empty) and the catalog, a cache of what Git holds that any
+# command may refresh (with its journal, which moves the mtime of .jobstate/ itself)
+_TOUCHED = re.compile(r"\.jobstate/(|lock|steps/|steps/[^/]+\.lock|catalog\.sqlite[^/]*)")
+
+
+def written_state(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """``tree_state`` of everything a command could write: the work tree, .git and .jobstate/ but for its
+    locks and cache (records of runs, leftovers, pending and undo files are all compared)."""
+    return {k: v for k, v in tree_state(root).items() if not _TOUCHED.fullmatch(k)}

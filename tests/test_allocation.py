@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,9 @@ from jobstate.errors import AllocationConflict, DirtyState, JobstateError, State
 from jobstate.store.store import Store
 from jobstate.store.yamlio import dumps
 
+from .audit import touches
 from .conftest import both_formats, committed_files, git, run_cli, status
+from .snapshots import written_state
 
 W32 = parse_period("2026-W32")
 W33 = parse_period("2026-W33")
@@ -170,11 +173,11 @@ def test_invalid_uncommitted_state_is_exit_7_and_nothing_written(
     path = repo / "state" / "2026-W32-0" / "episode.yaml"
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
-    head = git(repo, "rev-parse", "HEAD")
+    before = written_state(repo)
     with pytest.raises(StateInvalid, match=match) as info:
         allocate(store, "a", W32)
     assert info.value.exit_code == 7
-    assert git(repo, "rev-parse", "HEAD") == head
+    assert written_state(repo) == before
 
 
 def test_directory_name_must_equal_episode_id(store: Store, repo: Path) -> None:
@@ -187,11 +190,15 @@ def test_directory_name_must_equal_episode_id(store: Store, repo: Path) -> None:
 
 
 @pytest.mark.parametrize("key", ["", "x" * 513, "a\nb", "a\x00b", "tab\there", "\x7f", "bad\ud800"])
-def test_bad_keys_are_rejected_before_anything_is_read(store: Store, repo: Path, key: str) -> None:
-    with pytest.raises(UsageError) as info:
-        allocate(store, key, W32)
-    assert info.value.exit_code == 2
-    assert not (repo / "state" / "2026-W32-0").exists()
+def test_bad_keys_are_rejected_before_anything_is_read(repo: Path, key: str) -> None:
+    with Store(repo) as store:
+        with touches(repo) as seen, pytest.raises(UsageError) as info:
+            allocate(store, key, W32)
+        assert info.value.exit_code == 2
+        assert seen == []  # no file of the repository opened or listed, no git run
+        with touches(repo) as seen:  # the same watch does see what a good key reads
+            allocate(store, "good", W32)
+        assert seen
 
 
 def test_keys_are_opaque_never_paths(store: Store, repo: Path) -> None:
@@ -221,8 +228,13 @@ def test_foreign_index_lock_is_waited_for_then_refused_with_nothing_changed(repo
     lock.write_text("")  # another git command at work (or its stale lock): never ours to delete
     head = git(repo, "rev-parse", "HEAD")
     with Store(repo, lock_timeout=0.3) as store, pytest.raises(JobstateError) as info:
-        allocate(store, "a", W32)
+        started = time.monotonic()
+        try:
+            allocate(store, "a", W32)
+        finally:
+            waited = time.monotonic() - started
     assert info.value.exit_code == 3
+    assert waited >= 0.3  # it waited out its timeout before refusing (a lower bound only: machines are slow)
     assert "index.lock is held by another git command" in str(info.value)
     assert lock.exists()
     assert git(repo, "rev-parse", "HEAD") == head

@@ -161,11 +161,34 @@ def test_api_reservation_is_refused_before_the_body(store: Store, repo: Path) ->
     assert not body_ran
 
 
-@pytest.mark.parametrize("value", ["12.4", "12.40", "abc USD", "-1 USD", "1e3 USD", "nan USD", "12.40 usd", ""])
-def test_max_cost_must_be_an_amount_and_a_currency(repo: Path, value: str) -> None:
+_GIVE = "give an amount and a currency, e.g. '12.40 USD'"
+_DECIMAL = "give a decimal string of digits and one point, such as '12.40'"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("12.4", f"invalid maximum cost '12.4': {_GIVE}"),
+        ("12.40", f"invalid maximum cost '12.40': {_GIVE}"),
+        ("abc USD", f"invalid amount 'abc': {_DECIMAL}"),
+        ("-1 USD", "invalid maximum cost '-1 USD': it cannot be negative"),
+        ("1e3 USD", f"invalid amount '1e3': {_DECIMAL}"),
+        ("nan USD", f"invalid amount 'nan': {_DECIMAL}"),
+        ("12.40 usd", "invalid currency 'usd': use a three-letter ISO 4217 code such as USD"),
+        ("", f"invalid maximum cost '': {_GIVE}"),
+    ],
+)
+def test_max_cost_must_be_an_amount_and_a_currency(
+    store: Store, repo: Path, tmp_path: Path, value: str, message: str
+) -> None:
+    # a real, committed episode of a budgeted repository: only the value of --max-cost can be refused
+    _with_budget(repo)
+    eid = allocate(store, "a", W32).episode_id
+    assert f"state/{eid}/episode.yaml" in git(repo, "ls-files", "state")
     head = git(repo, "rev-parse", "HEAD")
-    proc = run_cli("run", "--episode", "2026-W32-0", "--step", "s", "--max-cost", value, "--", "true", cwd=repo)
-    assert proc.returncode in (2, 5), proc.stderr
+    proc = run_cli("run", "--episode", eid, "--step", "generate", "--max-cost", value, *_cmd(tmp_path), cwd=repo)
+    assert (proc.returncode, proc.stderr) == (2, f"jobstate: error: {message}\n")
+    assert _ran(tmp_path) == []
     assert git(repo, "rev-parse", "HEAD") == head
 
 

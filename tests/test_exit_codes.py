@@ -15,6 +15,7 @@ from jobstate.main import main
 from jobstate.store.init import init
 
 from .conftest import git, plain_repo
+from .snapshots import written_state
 
 EID = "2026-W32-0"
 
@@ -48,6 +49,15 @@ def _dirty_modified(tmp_path: Path) -> Path:
     repo = _allocated(tmp_path)
     path = repo / "state" / EID / "episode.yaml"
     path.write_text(path.read_text() + "# edited\n")
+    return repo
+
+
+def _uncommitted(tmp_path: Path) -> Path:
+    """An episode directory on disk that HEAD does not have (its commit undone), with a file of the user's."""
+    repo = _allocated(tmp_path)
+    git(repo, "rm", "-r", "-q", "--cached", f"state/{EID}")
+    git(repo, "commit", "-qm", "forget the episode")
+    (repo / "state" / EID / "notes.txt").write_text("the user's own notes\n")
     return repo
 
 
@@ -145,6 +155,8 @@ KINDS: dict[str, tuple[Callable[[Path], Path], str, tuple[str, ...], int]] = {
     "unknown episode": (_allocated, "2026-W32-7", EPISODE_COMMANDS, errors.EPISODE_UNKNOWN),
     "dirty state (untracked file)": (_dirty_untracked, EID, PAID_COMMANDS, errors.USAGE),
     "dirty state (modified record)": (_dirty_modified, EID, (*PAID_COMMANDS, "migrate"), errors.USAGE),
+    # the fence refuses an episode HEAD does not have before it looks at (or moves) anything in it
+    "uncommitted episode": (_uncommitted, EID, PAID_COMMANDS, errors.EPISODE_UNKNOWN),
     "uninitialised repository": (
         _uninitialised,
         EID,
@@ -183,7 +195,7 @@ def test_each_kind_of_failure_has_one_exit_code(
 ) -> None:
     make, eid, _commands, expected = KINDS[kind]
     repo = make(tmp_path)
-    head = git(repo, "rev-parse", "HEAD") if (repo / ".git").exists() else None
+    before = written_state(repo)
     capsys.readouterr()
     args = [a.replace("{eid}", eid) for a in COMMANDS[command]]
     code = main(["--repo", str(repo), *args])
@@ -193,8 +205,7 @@ def test_each_kind_of_failure_has_one_exit_code(
     assert lines, "an error says what happened on stderr"
     assert lines[-1].startswith("jobstate: "), err
     assert "Traceback" not in err
-    if head is not None:
-        assert git(repo, "rev-parse", "HEAD") == head, "a refused command commits nothing"
+    assert written_state(repo) == before, "a refused command writes nothing, commits nothing, moves nothing aside"
 
 
 @pytest.mark.parametrize("own", [1, 3, 5, 6, 7])

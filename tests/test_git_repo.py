@@ -55,6 +55,11 @@ def test_update_ref_is_a_compare_and_swap(repo: Path) -> None:
     commit = g.build_commit(head, {"x.txt": b"x"}, "x")
     assert g.update_ref("refs/heads/main", commit, g.format.zero, "stale") is False
     assert g.head_commit() == head
+    # a real commit that is not the tip (what another host's push leaves a racer holding) is stale too
+    other = g.build_commit(head, {"y.txt": b"y"}, "y")
+    assert other not in (head, g.format.zero)
+    assert g.update_ref("refs/heads/main", commit, other, "stale") is False
+    assert g.head_commit() == head
     assert g.update_ref("refs/heads/main", commit, head, "fresh") is True
     assert git(repo, "log", "-1", "--format=%s").strip() == "x"
 

@@ -114,6 +114,8 @@ def test_html_report_is_self_contained_without_script(page: Path) -> None:
 
 
 @needs_chromium
+# a real Chromium starts (its own 120 s limit per page)
+@pytest.mark.timeout(240)
 def test_html_report_renders_in_chromium_without_console_errors(page: Path, tmp_path: Path) -> None:
     pixels, log = _render(page, tmp_path)
     ink = sum(1 for p in pixels if p != (255, 255, 255))
@@ -124,6 +126,8 @@ def test_html_report_renders_in_chromium_without_console_errors(page: Path, tmp_
 
 
 @needs_chromium
+# two real Chromium runs (120 s limit each)
+@pytest.mark.timeout(240)
 def test_browser_check_catches_a_console_error_and_a_blank_page(tmp_path: Path) -> None:
     bad = tmp_path / "bad.html"
     bad.write_text('<!DOCTYPE html><html><head><link rel="icon" href="data:,"></head><body>'

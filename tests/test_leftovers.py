@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -51,6 +52,17 @@ def _start_run(repo: Path, step: str, script: str) -> subprocess.Popen[bytes]:
     )
 
 
+def _hold(ready: Path) -> str:
+    """CMD's last lines: say it is ready (its pid), then wait for the SIGKILL. A CMD run a second time
+    (a regression) fails at once instead of waiting, and one the kill missed ends by itself."""
+    return (
+        f"if pathlib.Path({str(ready)!r}).exists(): raise SystemExit('CMD ran a second time')\n"
+        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+        "time.sleep(30)\n"
+        "raise SystemExit('CMD outlived the SIGKILL')\n"
+    )
+
+
 def _kill_both(proc: subprocess.Popen[bytes], ready: Path) -> None:
     """SIGKILL jobstate and CMD (its own session: its pid, written to ``ready``, is its group)."""
     os.killpg(proc.pid, signal.SIGKILL)
@@ -62,10 +74,7 @@ def _kill_both(proc: subprocess.Popen[bytes], ready: Path) -> None:
 def _killed_after(repo: Path, tmp_path: Path, work: str) -> None:
     """A run of generate whose CMD does ``work`` (Python), then is SIGKILLed with jobstate."""
     ready = tmp_path / "ready"
-    script = (
-        f"import json, os, pathlib, time\n{work}pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
-        "time.sleep(600)\n"
-    )
+    script = f"import json, os, pathlib, time\n{work}{_hold(ready)}"
     proc = _start_run(repo, "generate", script)
     _wait_for(ready, proc)
     _kill_both(proc, ready)
@@ -198,8 +207,7 @@ def test_a_charge_a_killed_run_reported_is_recorded_by_the_next_run(
         "import json, os, pathlib, time\n"
         f"if not os.environ.get('JOBSTATE_REMOTE_REF'):\n"
         f"    pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({report!r}))\n"
-        f"    pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
-        "    time.sleep(600)\n"
+        + textwrap.indent(_hold(ready), "    ")
     )
     proc = _start_run(repo, "generate", script)
     _wait_for(ready, proc)

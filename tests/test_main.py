@@ -12,6 +12,7 @@ import pytest
 from jobstate.core.periods import parse_period
 
 from .conftest import committed_files, git, run_cli, status
+from .snapshots import tree_state
 
 
 def test_init_outside_git_says_so_then_git_init_works(tmp_path: Path) -> None:
@@ -182,11 +183,10 @@ def test_held_lock_times_out_with_exit_3_and_lock_info_names_holder(repo: Path) 
 
 def test_retry_path_reads_without_writing(repo: Path) -> None:
     run_cli("allocate", "--key", "k", "--date", "2026-08-07", cwd=repo)
-    before = {p: p.stat().st_mtime_ns for p in (repo / ".git").rglob("*") if p.is_file()}
+    before = tree_state(repo)  # the work tree, .git and .jobstate/: the retry path takes no lock and writes nothing
     proc = run_cli("allocate", "--key", "k", "--date", "2026-08-07", cwd=repo)
     assert proc.stdout == "2026-W32-0\n"
-    after = {p: p.stat().st_mtime_ns for p in (repo / ".git").rglob("*") if p.is_file()}
-    assert before == after
+    assert tree_state(repo) == before
 
 
 def test_no_traceback_for_unreadable_repo_path(tmp_path: Path) -> None:

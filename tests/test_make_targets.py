@@ -27,6 +27,8 @@ def _make(target: str, **variables: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+# seven make targets, each a jobstate process, one a vendor step
+@pytest.mark.timeout(180)
 def test_pipeline_targets(repo: Path) -> None:
     if not (Path(sys.executable).parent / "jobstate").exists():
         pytest.skip("the jobstate console script is not installed next to this python")

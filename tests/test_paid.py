@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -352,9 +354,14 @@ def test_two_processes_same_step_do_not_both_submit(repo: Path, episode: str, ve
 
 
 def test_held_step_lock_names_the_runner(store: Store, episode: str) -> None:
-    with paid_step(store, episode, "generate"), pytest.raises(LockTimeout, match="already running"):  # noqa: SIM117
+    with paid_step(store, episode, "generate"), pytest.raises(LockTimeout, match="already running") as info:  # noqa: SIM117
         with paid_step(Store(store.root), episode, "generate"):
             pytest.fail("second runner must not start")
+    # the runner is this test's own process, the first paid_step: its pid in the message and the record
+    assert f"step generate of {episode} is already running (pid {os.getpid()})" in str(info.value)
+    assert info.value.holder is not None
+    assert (info.value.holder["pid"], info.value.holder["host"]) == (os.getpid(), socket.gethostname())
+    assert info.value.path == str(store.root / ".jobstate" / "steps" / f"{episode}.generate.lock")
 
 
 def test_complete_refuses_unknown_and_unapproved(store: Store, repo: Path, episode: str) -> None:

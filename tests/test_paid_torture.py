@@ -80,6 +80,8 @@ def _run_once(repo: Path, eid: str, cmd: list[str], kill_after: float | None, gr
     return code
 
 
+# 200 kills of a real jobstate run, each followed by honest recovery: minutes on a loaded 2-core machine
+@pytest.mark.timeout(1200)
 @pytest.mark.slow
 def test_sigkills_of_jobstate_run_lose_nothing_and_charge_nothing_twice(repo: Path) -> None:
     rng = random.Random(20261203)

@@ -189,6 +189,8 @@ def test_a_lost_answer_is_outcome_unknown_and_the_next_command_settles_it(
     _check_remote(bare, {"k", "other"}, WEEK)
 
 
+# many hosts pushing through a real HTTP server, or a push waiting out a slow server's timeout
+@pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_a_push_sent_to_a_server_that_answers_too_late_is_outcome_unknown(tmp_path: Path, server: HttpGit) -> None:
     bare, (clone,) = http_hosts(tmp_path, server, 1)
@@ -210,6 +212,8 @@ def test_a_push_sent_to_a_server_that_answers_too_late_is_outcome_unknown(tmp_pa
     assert_nothing_left(clone)
 
 
+# many hosts pushing through a real HTTP server, or a push waiting out a slow server's timeout
+@pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_parallel_hosts_over_http_are_gap_free(tmp_path: Path, server: HttpGit) -> None:
     bare, clones = http_hosts(tmp_path, server, 4)
@@ -234,6 +238,8 @@ def _allocate_until_answered(clone: Path, keys: list[str], answers: dict[str, se
             raise AssertionError(f"{key} was never allocated")
 
 
+# many hosts pushing through a real HTTP server, or a push waiting out a slow server's timeout
+@pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_refusals_and_a_killed_server_lose_nothing(tmp_path: Path, server: HttpGit) -> None:
     bare, clones = http_hosts(tmp_path, server, 3)

@@ -15,6 +15,8 @@ from jobstate.review.revision import Ticker
 from .conftest import git
 
 EPISODES = 5000
+# 5,000 episodes written, committed and rendered: the module's fixture alone can take most of a minute
+pytestmark = pytest.mark.timeout(180)
 
 
 def _write_history(repo: Path) -> None:

@@ -7,7 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from .conftest import git, run_cli, stable_cmd
+from .conftest import run_cli, stable_cmd
+from .snapshots import written_state
 
 EID = "2026-W32-0"
 
@@ -27,7 +28,7 @@ def test_decisions_about_a_running_step_are_exit_3_and_write_nothing(repo: Path,
         while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert started.exists(), f"jobstate run did not start its command (exit {proc.poll()})"
-        head = git(repo, "rev-parse", "HEAD")
+        before = written_state(repo)  # the running step waits: from here on nothing may change
         decide = ["--step", "slow", "--by", "ops", "--reason", "test"]
         for args in (
             ["resolve", "--episode", EID, "--not-submitted", *decide],
@@ -38,7 +39,7 @@ def test_decisions_about_a_running_step_are_exit_3_and_write_nothing(repo: Path,
             answer = run_cli(*args, cwd=repo)
             assert answer.returncode == 3, (args, answer.stderr)
             assert "running now" in answer.stderr
-        assert git(repo, "rev-parse", "HEAD") == head
+        assert written_state(repo) == before
     finally:
         go.write_text("go")
         _out, err = proc.communicate(timeout=60)

@@ -76,6 +76,8 @@ def test_a_file_that_is_not_an_index_is_left_alone(tmp_path: Path) -> None:
     assert other.read_bytes() == b"DIRX" + bytes(40)
 
 
+# hundreds of allocations, each a commit, until git's auto-gc has run several times
+@pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_background_gc_keeps_loose_objects_bounded(store: Store, repo: Path) -> None:
     git(repo, "config", "gc.auto", "100")

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -41,23 +42,76 @@ def _assert_consistent(repo: Path, keys: list[str], week: str) -> None:
     git(repo, "fsck", "--no-progress")
 
 
+# allocate, telling a progress file how far it got: "s" once the interpreter has started and
+# jobstate is imported, one "w" for each write it makes under the repository, "d" once it is done
+# (with the seconds since its first write);
+# so a kill is known to have landed in start-up, before the first write, mid-write or after the end
+_TRACED = """
+import os, sys, time
+first = []
+progress = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+here = os.getcwd() + os.sep
+WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+def ours(path):
+    if isinstance(path, int):
+        return False
+    return os.path.abspath(os.fsdecode(path)).startswith(here)
+def hook(event, args):
+    if event == "open" and args[2] & WRITES and ours(args[0]) or (
+        event in ("os.rename", "os.replace", "os.mkdir", "os.remove", "os.rmdir") and ours(args[0])
+    ):
+        first.append(first[0] if first else time.monotonic())
+        os.write(progress, b"w")
+from jobstate.main import main
+sys.addaudithook(hook)
+os.write(progress, b"s")
+code = main(sys.argv[2:])
+os.write(progress, b"d%f" % (time.monotonic() - first[0] if first else 0.0))
+sys.exit(code)
+"""
+
+
+def _allocate_killed(repo: Path, progress: Path, key: str, delay: float | None) -> bytes:
+    """One allocate SIGKILLed ``delay`` seconds after its first write (never killed with None); what it had
+    done by then."""
+    with subprocess.Popen(
+        [sys.executable, "-c", _TRACED, str(progress), "allocate", "--key", key, "--week", "2026-W32"],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        # the delay counts from the first write: a kill while the interpreter starts proves nothing
+        while proc.poll() is None and b"w" not in (progress.read_bytes() if progress.exists() else b""):
+            time.sleep(0.001)
+        if delay is not None:
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    done = progress.read_bytes()
+    progress.unlink()
+    return done
+
+
+# a long loop of real processes: 100 kills take a minute or two on a loaded 2-core machine
+@pytest.mark.timeout(900)
 @pytest.mark.slow
-def test_sigkill_at_random_moments_loses_and_duplicates_nothing(repo: Path) -> None:
+def test_sigkill_at_random_moments_loses_and_duplicates_nothing(repo: Path, tmp_path: Path) -> None:
     rng = random.Random(20260807)
-    keys: list[str] = []
+    progress = tmp_path / "progress"
+    # how long allocate writes on this machine now, so the kills spread over that span
+    done = _allocate_killed(repo, progress, "calibration", None)
+    assert b"d" in done, done
+    span = float(done.partition(b"d")[2])
+    keys: list[str] = ["calibration"]
+    landed: Counter[str] = Counter()
     for i in range(KILLS):
         key = f"run:{i % (KILLS // 3 + 1)}"  # a third of the keys come back: retries of killed runs
         if key not in keys:
             keys.append(key)
-        with subprocess.Popen(
-            [sys.executable, "-m", "jobstate", "allocate", "--key", key, "--week", "2026-W32"],
-            cwd=repo,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        ) as proc:
-            time.sleep(rng.uniform(0.0, 0.35))
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
+        done = _allocate_killed(repo, progress, key, rng.uniform(0.0, span))
+        landed["after the end" if b"d" in done else "mid-write" if b"w" in done else "before a write"] += 1
+    # most kills must land while allocate writes, or the loop proves little
+    assert landed["mid-write"] >= KILLS // 3, landed
     _assert_consistent(repo, keys, "2026-W32")
 
 

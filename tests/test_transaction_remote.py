@@ -118,6 +118,8 @@ def allocate_together(
     return set(keys), by_key
 
 
+# sixteen processes on four clones pushing to one remote: each loser fetches and decides again
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("transport", ["file", "daemon"])
 def test_four_hosts_four_processes_each(tmp_path: Path, transport: str, request: pytest.FixtureRequest) -> None:
     url = f"{request.getfixturevalue('daemon')}/remote.git" if transport == "daemon" else None

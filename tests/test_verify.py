@@ -73,7 +73,10 @@ def test_verify_writes_nothing(pipeline_repo: Path) -> None:
     shutil.rmtree(pipeline_repo / ".jobstate")
     before = tree_state(pipeline_repo)
     for args in ([], ["--rev", "HEAD"], ["--rev", "HEAD", "--against", "HEAD~3", "--json"], ["--strict"]):
-        _verify(pipeline_repo, *args)
+        proc = _verify(pipeline_repo, *args)
+        # a verify that failed before it read anything would also write nothing
+        assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
+        assert "0 problems" in proc.stdout or json.loads(proc.stdout)["ok"] is True, proc.stdout
     assert tree_state(pipeline_repo) == before
 
 
@@ -132,6 +135,23 @@ def test_tampered_and_missing_artifacts_are_reported(pipeline_repo: Path) -> Non
     assert _verify(pipeline_repo, "--rev", "HEAD~1").returncode == 0
     art.unlink()
     assert "recorded artifact is missing" in _verify(pipeline_repo).stdout
+
+
+@both_formats
+def test_an_artifact_changed_in_place_keeping_its_size_and_mtime_is_reported(pipeline_repo: Path) -> None:
+    art = pipeline_repo / "state" / "2026-W32-1" / "generate.txt"
+    data, st = art.read_bytes(), art.stat()
+    art.write_bytes(bytes([data[0] ^ 1]) + data[1:])  # one bit flipped: only its hash can tell
+    os.utime(art, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert art.stat().st_size == st.st_size
+    proc = _verify(pipeline_repo)
+    assert proc.returncode == 1, proc.stdout
+    assert "state/2026-W32-1/generate.txt: error: sha256" in proc.stdout
+    assert "0 problems" not in proc.stdout
+    git(pipeline_repo, "commit", "-qam", "flip a bit")  # the committed copy is checked from Git objects too
+    proc = _verify(pipeline_repo, "--rev", "HEAD")
+    assert proc.returncode == 1, proc.stdout
+    assert "state/2026-W32-1/generate.txt: error: sha256" in proc.stdout
 
 
 @pytest.mark.parametrize(

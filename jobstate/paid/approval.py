@@ -18,8 +18,9 @@ from jobstate.errors import (
     SubmissionUnknown,
     UsageError,
 )
+from jobstate.paid.guard import guard
 from jobstate.paid.leftovers import remove_temp_files, running_holder, running_steps
-from jobstate.paid.step import guard, resolve_command
+from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import approval, approval_file, artifacts, cost_entries, record_change, submissions
 from jobstate.store.store import Store

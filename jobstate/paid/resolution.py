@@ -21,8 +21,9 @@ from jobstate.core.model import decision_on, replacement
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
 from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepRunning, SubmissionUnknown, UsageError
+from jobstate.paid.guard import guard
 from jobstate.paid.leftovers import running_holder, running_steps
-from jobstate.paid.step import guard, resolve_command
+from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import submissions, submissions_change
 from jobstate.store.private import read_private

@@ -116,10 +116,10 @@ def _holds_files(path: str) -> bool:
         return any(True for _ in entries)
 
 
-def make_output_dir(store: Store, episode_id: str, step: str, attempt: int | None) -> Path:
-    """Create (or find) an attempt's staging directory (without ``attempt``: the step's, checked before
-    the intent is committed), refusing (exit 2) a symlink on the way: CMD's output, and what a later
-    removal deletes, stay inside ``.jobstate/work/``."""
+def make_output_dir(store: Store, episode_id: str, step: str, attempt: int | None, *, create: bool = True) -> Path:
+    """Create (or find) an attempt's staging directory, refusing (exit 2) a symlink on the way: CMD's
+    output, and what a later removal deletes, stay inside ``.jobstate/work/``. Without ``create``
+    (before the intent is committed: a refusal then writes nothing), only what exists is checked."""
     rel = work_dir(episode_id, step, attempt)
     parts = rel.split("/")
     for n in range(1, len(parts) + 1):
@@ -128,7 +128,10 @@ def make_output_dir(store: Store, episode_id: str, step: str, attempt: int | Non
             raise UsageError(
                 f"{'/'.join(parts[:n])} is a symlink; jobstate's staging directories must be its own: remove it"
             )
-        here.mkdir(exist_ok=True)
+        if create:
+            here.mkdir(exist_ok=True)
+        elif not here.exists():
+            break
     return store.path(rel)
 
 

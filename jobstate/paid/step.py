@@ -15,7 +15,6 @@ review.py) live elsewhere.
 from __future__ import annotations
 
 import os
-import shlex
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -23,7 +22,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from jobstate.core import advice
 from jobstate.core.artifacts import Artifact, artifacts_to_yaml_dict, new_artifact
 from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.budget import parse_max_cost
@@ -35,29 +33,24 @@ from jobstate.core.layout import (
     COSTS,
     SUBMISSIONS,
     episode_dir,
-    episode_path,
-    history_path,
     step_lock_path,
     work_dir,
 )
 from jobstate.core.model import approved
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
-from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import AttemptState, Episode
 from jobstate.errors import (
-    DirtyState,
     EpisodeCompleted,
-    EpisodeUnknown,
     JobstateError,
     StateInvalid,
     StepAlreadyCompleted,
     SubmissionUnknown,
     UsageError,
 )
-from jobstate.git.headcheck import committed_files, matches_head, odd_entry
 from jobstate.hashing import sha256_bytes
-from jobstate.paid.leftovers import remove_temp_files, running_holder
+from jobstate.paid.guard import guard
+from jobstate.paid.leftovers import running_holder
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
 from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
 from jobstate.store.catalog import Catalog
@@ -73,75 +66,6 @@ from jobstate.store.lock import FileLock
 from jobstate.store.private import refuse_tracked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, sync, transact
-
-
-def guard(
-    store: Store, episode_id: str, *, clean: bool = True, notify: Callable[[str], None] = lambda _line: None
-) -> Episode:
-    """Refuse unless the episode exists and is committed in HEAD (else EpisodeUnknown, exit 5),
-    its ID is well formed (else UsageError, exit 2) and its directory is exactly as HEAD has it
-    (else DirtyState, exit 2, naming the first file that differs and the git command that shows it).
-
-    Runs before anything a paid step does. Exactly as HEAD means: no untracked, git-ignored,
-    modified or deleted file, no symlink, fifo or replaced directory, anywhere in it. Nothing a
-    user put there is moved or deleted: only ``.tmp-*`` files that jobstate's own killed atomic
-    writes left beside the records are removed, with ``clean`` (under the lock), and ``notify`` told.
-    """
-    try:
-        parse_episode_id(episode_id)
-    except UsageError as exc:
-        raise UsageError(f"{exc}; give the explicit ID of an allocated episode") from None
-    store.require_initialized()
-    directory = episode_dir(episode_id)
-    if not store.path(episode_path(episode_id)).is_file():
-        store.episode(episode_id)  # raises what is wrong: unknown, or deleted from the work tree only
-    committed = committed_files(store.git, directory)
-    if committed is None or episode_path(episode_id) not in committed:
-        raise EpisodeUnknown(
-            f"episode {episode_id} is not committed; run the same jobstate allocate again to commit it"
-        )
-    # cleanliness only means something under the lock: outside it, another step's write may be half done;
-    # the common case, exactly as committed, is answered at a cost that does not grow with the state
-    if clean and not matches_head(store.git, store.root, directory, committed):
-        remove_temp_files(store, directory, notify)
-        if not matches_head(store.git, store.root, directory, committed):
-            _refuse_difference(store, directory, episode_id)  # unless git, which knows filters (LFS), sees none
-    if store.path(history_path(episode_id)).exists():
-        raise EpisodeCompleted(
-            f"episode {episode_id} is completed; nothing more can be paid for it or decided", episode_id
-        )
-    return store.episode(episode_id)
-
-
-def _sh(*argv: str) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
-
-
-def _refuse_difference(store: Store, directory: str, episode_id: str) -> None:
-    """DirtyState naming what differs from HEAD in the episode directory (it is never moved or removed);
-    returns when git sees nothing: the fast check compares raw bytes, git applies clean filters."""
-    show = _sh("git", "status", "--ignored", "--", directory)
-    odd = odd_entry(store.root, directory)
-    if odd is not None:
-        raise DirtyState(
-            f"{odd} in episode {episode_id} is not a plain file or directory as committed (a symlink, a replaced "
-            f"directory, a fifo...): restore the directory as committed before a paid step (ls -l "
-            f"{_sh(odd)}; {show}); nothing was run"
-        )
-    dirty = store.git.status(directory, ignored=True)
-    if not dirty:
-        return  # bytes differ only as a clean filter (Git LFS) makes them: as committed
-    code, path = dirty[0]
-    if code in ("??", "!!"):
-        what = "is not committed" if code == "??" else "is git-ignored but inside the episode directory"
-        fix = "move it out of the episode directory (or commit it)"
-    else:
-        what = "differs from what is committed"
-        fix = advice.commit_or_restore(path, code)
-    raise DirtyState(
-        f"{path} in episode {episode_id} {what} ({show}): a paid step runs only on the episode exactly as "
-        f"committed, so nothing was run; {fix}"
-    )
 
 
 def resolve_command(episode_id: str, step: str) -> str:
@@ -381,7 +305,7 @@ def paid_step(
             holder,
         ) from None
     try:
-        make_output_dir(store, episode_id, step, None)  # a refusal here comes before the intent, not after
+        make_output_dir(store, episode_id, step, None, create=False)  # a refusal comes before the intent
         handle = _begin(store, episode_id, step, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
         handle.lock = step_lock
         make_output_dir(store, episode_id, step, handle.attempt)
