@@ -143,7 +143,7 @@ def test_a_command_that_changes_a_committed_file_unreported_fails_and_the_advice
     repo = allocated
     assert _run(repo, capsys, "generate", {"remote_ref": "t1", "artifacts": ["a.txt"]}, write={"a.txt": "v1"})[0] == 0
     code, err = _run(repo, capsys, "cover", {"remote_ref": "t2"}, write_episode={"a.txt": "v2"})
-    assert code == errors.USAGE, "run never exits 0 leaving the tree dirty"
+    assert code == errors.USAGE, f"run never exits 0 leaving the tree dirty: {err}; {git(repo, 'status', '--short')}"
     assert f"{EDIR}/a.txt" in err
     _git_advice(repo, err)
     assert status(repo) == ""

@@ -358,7 +358,7 @@ def test_held_step_lock_names_the_runner(store: Store, episode: str) -> None:
         with paid_step(Store(store.root), episode, "generate"):
             pytest.fail("second runner must not start")
     # the runner is this test's own process, the first paid_step: its pid in the message and the record
-    assert f"step generate of {episode} is already running (pid {os.getpid()})" in str(info.value)
+    assert f"step generate of {episode} is already running (jobstate pid {os.getpid()} on " in str(info.value)
     assert info.value.holder is not None
     assert (info.value.holder["pid"], info.value.holder["host"]) == (os.getpid(), socket.gethostname())
     assert info.value.path == str(store.root / ".jobstate" / "steps" / f"{episode}.generate.lock")
