@@ -79,7 +79,8 @@ def test_two_clones_through_a_shared_remote_never_exceed_the_budget(tmp_path: Pa
         git(clone, "pull", "-q", "--ff-only")
     args = [["run", "--episode", e, "--step", "generate", "--max-cost", "5 USD", *_cmd(tmp_path)] for e in eids]
     results = run_together([clones[i % 2] for i in range(8)], args, tmp_path / "gate")
-    assert sorted(code for code, _o, _e in results) == [0] * 4 + [8] * 4, results
+    told = "\n".join(f"{code}: {err.strip()}" for code, _o, err in results)
+    assert sorted(code for code, _o, _e in results) == [0] * 4 + [8] * 4, told
     assert len(_ran(tmp_path)) == 4
     assert run_cli("verify", "--rev", "main", "--strict", cwd=bare).returncode == 0
 
