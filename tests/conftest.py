@@ -213,3 +213,17 @@ def _built_history(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def history(_built_history: Path, tmp_path: Path) -> Path:
     """A copy of the small pipeline history of tests/review_history.py (built once per module: it takes seconds)."""
     return Path(shutil.copytree(_built_history, tmp_path / "pipeline", symlinks=True))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The number of kill points the crash sweep visited per command and mode (tests/test_crash_sweep.py)."""
+    from .killpoints import SWEPT
+
+    if not SWEPT:
+        return
+    terminalreporter.section("crash sweep: kill points per command")
+    terminalreporter.write_line(f"{'command':<10} {'mode':<7} {'kill points':>11} {'seconds':>8}")
+    for command, mode, points, seconds in SWEPT:
+        terminalreporter.write_line(f"{command:<10} {mode:<7} {points:>11} {seconds:>8.1f}")
+    total = sum(row[2] for row in SWEPT)
+    terminalreporter.write_line(f"{'total':<18} {total:>11} {sum(row[3] for row in SWEPT):>8.1f}")
