@@ -21,11 +21,13 @@ KILL_AT = "JOBSTATE_TEST_KILL_AT"
 # (command, mode, kill points, seconds) of every sweep of this session, printed at its end (see conftest.py)
 SWEPT: list[tuple[str, str, int, float]] = []
 KILL_LOG = "JOBSTATE_TEST_KILL_LOG"
+KILL_MATCH = "JOBSTATE_TEST_KILL_MATCH"  # a regex: kill at the first operation whose description matches
 
 # Reads are not counted: between two writes a kill at a read leaves the same files as a kill at the next write.
 KILLER = r"""
-import json, os, signal, sys
+import json, os, re, signal, sys
 _at = int(os.environ.get("JOBSTATE_TEST_KILL_AT", "0"))
+_match = os.environ.get("JOBSTATE_TEST_KILL_MATCH", "")
 _log = os.environ["JOBSTATE_TEST_KILL_LOG"]
 _WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _EVENTS = {
@@ -63,7 +65,7 @@ def _hook(event, args):
     if what is None:
         return
     _ops.append(what)
-    if len(_ops) == _at:
+    if len(_ops) == _at or (_match and re.search(_match, what)):
         _dump(_ops, True)
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -112,9 +114,13 @@ def wait_for_group(pgid: int, timeout: float = 60) -> None:
     raise AssertionError(f"processes of session {pgid} still ran after {timeout}s")
 
 
-def run_hooked(args: list[str], cwd: Path, log: Path, kill_at: int, env: dict[str, str]) -> Outcome:
-    """``jobstate ARGS`` in its own session, killed at operation ``kill_at`` (0: never); waits for any orphan."""
-    full = {**os.environ, **env, KILL_AT: str(kill_at), KILL_LOG: str(log), "PYTHONDONTWRITEBYTECODE": "1"}
+def run_hooked(
+    args: list[str], cwd: Path, log: Path, kill_at: int, env: dict[str, str] | None = None, *, match: str = ""
+) -> Outcome:
+    """``jobstate ARGS`` in its own session, killed at operation ``kill_at`` (0: never) or at the first one
+    ``match`` finds; waits for any orphan."""
+    full = {**os.environ, **(env or {}), KILL_AT: str(kill_at), KILL_LOG: str(log), KILL_MATCH: match}
+    full["PYTHONDONTWRITEBYTECODE"] = "1"
     log.unlink(missing_ok=True)
     with subprocess.Popen(
         [sys.executable, "-c", KILLER, *args],

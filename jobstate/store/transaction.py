@@ -23,13 +23,13 @@ import random
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from jobstate.atomic import atomic_dir, atomic_write
+from jobstate.atomic import atomic_dir, atomic_write, is_temp_name
 from jobstate.core.layout import CONFIG_FILE, STATE, describes_episode
 from jobstate.errors import (
     ConcurrentUpdate,
@@ -125,6 +125,7 @@ def finish_pending(store: Store) -> None:
             with _index_lock(store) as index:
                 update_work_tree(store, pending, {})
                 _update_index(index, pending.paths)
+            _remove_temp_files(store, pending.paths)
         # else the commit never landed here; the undo record below puts the files back
         marker.unlink()
     _undo_unlanded(store)
@@ -194,7 +195,22 @@ def _undo_unlanded(store: Store) -> None:
         for rel, (old_sha, _new_sha) in undo.items():
             if rel not in landed:
                 _put(store, rel, None if old_sha is None else store.git.read_object(old_sha)[1])
+        _remove_temp_files(store, undo)
     path.unlink()
+
+
+def _remove_temp_files(store: Store, paths: Iterable[str]) -> None:
+    """Remove the temp files that killed atomic writes of ``paths`` left beside them. Under the lock only the
+    change being repaired wrote there, so such a file is its own, never recorded: left, it would make the tree
+    dirty for good and the next init or migrate refuse it as a file jobstate did not write."""
+    for directory in sorted({store.path(rel).parent for rel in paths}):
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if is_temp_name(entry.name) and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
 
 
 def _landed(store: Store, new: Mapping[str, str | None]) -> set[str]:
