@@ -222,8 +222,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not SWEPT:
         return
     terminalreporter.section("crash sweep: kill points per command")
-    terminalreporter.write_line(f"{'command':<10} {'mode':<7} {'kill points':>11} {'seconds':>8}")
-    for command, mode, points, seconds in SWEPT:
-        terminalreporter.write_line(f"{command:<10} {mode:<7} {points:>11} {seconds:>8.1f}")
-    total = sum(row[2] for row in SWEPT)
-    terminalreporter.write_line(f"{'total':<18} {total:>11} {sum(row[3] for row in SWEPT):>8.1f}")
+    terminalreporter.write_line(f"{'command':<10} {'mode':<7} {'K_max':>6} {'swept':>6} {'seconds':>8}")
+    for command, mode, k_max, swept, seconds in SWEPT:
+        terminalreporter.write_line(f"{command:<10} {mode:<7} {k_max:>6} {swept:>6} {seconds:>8.1f}")
+    total = sum(row[3] for row in SWEPT)
+    terminalreporter.write_line(f"{'total':<25} {total:>6} {sum(row[4] for row in SWEPT):>8.1f}")
