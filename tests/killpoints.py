@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 KILL_AT = "JOBSTATE_TEST_KILL_AT"
-# (command, mode, K_max, kill points swept, seconds) of every sweep of this session, printed at its end (see conftest.py)
+# (command, mode, K_max, kill points swept, seconds) of every sweep, printed at the end (see conftest.py)
 SWEPT: list[tuple[str, str, int, int, float]] = []
 KILL_LOG = "JOBSTATE_TEST_KILL_LOG"
 KILL_MATCH = "JOBSTATE_TEST_KILL_MATCH"  # a regex: kill at the first operation whose description matches
