@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from jobstate.store.store import Store
+from jobstate_demo.vendor_sim import VendorSimulator
 
-from .conftest import both_formats, committed_files, git, plain_repo, run_cli, status
+from .conftest import both_formats, committed_files, git, plain_repo, run_cli, status, vendor_step
 from .fakegit import fake_git, git_on_path, run_killed
 from .killpoints import run_hooked
 from .legacy import make_legacy_repo
+from .test_transaction_remote import make_hosts
 
 KILLS = int(os.environ.get("JOBSTATE_TEST_KILLS", "100"))
 
@@ -207,3 +209,31 @@ def test_migrate_killed_between_a_temp_file_and_its_rename_is_finished_by_the_ne
     assert again.returncode == 0, again.stderr
     assert status(repo) == ""
     assert "state/2026-W30-0/episode.yaml" in committed_files(repo)
+
+
+def test_a_run_killed_after_pushing_its_artifact_and_before_its_branch_moved_is_finished_by_the_next_run(
+    tmp_path: Path, vendor: VendorSimulator
+) -> None:
+    # found by the crash sweep: the remote had the artifact's commit, the local branch did not, and the artifact
+    # CMD wrote (the very bytes of the tip) was refused as "local changes that the origin tip also changes"
+    bare, (clone,) = make_hosts(tmp_path, 1)
+    git(clone, "remote", "set-url", "origin", f"file://{bare}")
+    eid = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=clone).stdout.strip()
+    run = [
+        "run",
+        "--episode",
+        eid,
+        "--step",
+        "generate",
+        "--",
+        *vendor_step(vendor.url, "generate", "--artifact", "a.txt"),
+    ]
+    _killed(clone, tmp_path, r"^popen git update-ref -m jobstate: artifact ", *run)
+    assert f"state/{eid}/a.txt" in git(bare, "ls-tree", "-r", "--name-only", "main")
+    assert f"state/{eid}/a.txt" not in committed_files(clone)
+    again = run_cli(*run, cwd=clone)
+    assert again.returncode == 0, again.stderr
+    assert status(clone) == ""
+    assert git(clone, "rev-parse", "HEAD") == git(bare, "rev-parse", "main")
+    assert len(vendor.charges()) == 1
+    assert run_cli("verify", "--strict", cwd=clone).returncode == 0

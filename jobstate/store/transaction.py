@@ -481,6 +481,7 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
     changed = git.diff_names(head, tip) if head else [p for _m, _s, p in git.ls_tree(tip, ".")]
     changed = changed or []
     dirty = git.status(*changed) if changed else []
+    dirty = [entry for entry in dirty if not _same_as_tip(store, tip, entry[1])]
     if dirty:
         raise UsageError(
             f"{dirty[0][1]} has local changes that the {remote} tip also changes; commit or discard them first"
@@ -495,6 +496,17 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
         update_work_tree(store, pending, {})
         _update_index(index, pending.paths)
     marker.unlink()
+
+
+def _same_as_tip(store: Store, tip: str, rel: str) -> bool:
+    """Whether the work-tree file ``rel`` holds exactly the tip's bytes: then it is no local change the tip
+    overwrites. An artifact CMD wrote is left so by a ``run`` killed after its push and before its branch moved;
+    refusing it would wedge every later command on a file that already is what the remote has."""
+    file = store.path(rel)
+    if file.is_symlink() or not file.is_file():
+        return False
+    in_tip = {path: sha for _mode, sha, path in store.git.ls_tree(tip, rel)}
+    return in_tip.get(rel) == store.git.blob_sha(file.read_bytes())
 
 
 def _drop_uncommitted(store: Store, directory: str) -> None:
