@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 help:
 	@echo "make test   - create .venv, install jobstate with test extras, run pytest (all but the slow SIGKILL loops)"
-	@echo "make test-slow - the SIGKILL torture loops of allocate and jobstate run (CI runs them too)"
+	@echo "make test-slow - the SIGKILL loops and the crash sweep of every committing command (CI runs them too)"
 	@echo "make demo   - run the demo in a throwaway repo"
 	@echo "make lint   - ruff and mypy --strict"
 	@echo "make bench  - performance figures, each ratio beside its target (under 3 minutes)"
@@ -26,7 +26,7 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
 
-# the SIGKILL loops (a few minutes); CI runs them after make test
+# the SIGKILL loops and the deterministic crash sweep (tests/test_crash_sweep.py); CI runs them after make test
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 
