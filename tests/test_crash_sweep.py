@@ -8,8 +8,8 @@ operation; then K = 1..K_max each kill the command before its K-th operation. Af
 one episode per key, no second vendor task for a step, the ledger equal to the vendor's charges, a clean tree,
 ``git fsck`` and ``verify --strict``; in remote mode the remote has exactly the local commit.
 
-Kill points run two at a time (``JOBSTATE_TEST_SWEEP_JOBS``); every jobstate command is a process of its own
-(the final check of verify --strict runs in-process: a process per kill point costs more than the check).
+Kill points run one per core, 2 to 4 at a time (``JOBSTATE_TEST_SWEEP_JOBS``); every jobstate command is a process
+of its own (the final check of verify --strict runs in-process: a process per kill point costs more than the check).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .killpoints import SWEPT, Outcome, run_hooked
 from .legacy import make_legacy_repo
 
 WEEK, EID, STEP = "2026-W32", "2026-W32-0", "generate"
-JOBS = int(os.environ.get("JOBSTATE_TEST_SWEEP_JOBS", "2"))
+JOBS = int(os.environ.get("JOBSTATE_TEST_SWEEP_JOBS", max(2, min(4, len(os.sched_getaffinity(0))))))
 # Within CI's budget (about 8 minutes on 2 cores) remote mode sweeps every kill point of these commands only; for
 # the others it kills just before and just after each process the command starts (git fetch, push, update-ref,
 # update-index, CMD): what remote mode adds to the same code paths the local sweep covers at every operation.
