@@ -11,7 +11,7 @@ help:
 	@echo "             in random order (pytest-randomly prints the seed; replay an order with"
 	@echo "             make test PYTEST_ARGS=--randomly-seed=SEED, or keep file order with PYTEST_ARGS='-p no:randomly');"
 	@echo "             each test fails after 45 s unless it says why it needs longer (pytest-timeout)"
-	@echo "make test-slow - the SIGKILL torture loops of allocate and jobstate run (CI runs them too)"
+	@echo "make test-slow - the SIGKILL loops and the crash sweep of every committing command (CI runs them too)"
 	@echo "make mutate - mutation testing (mutmut) of the rule modules against their fast tests; minutes each,"
 	@echo "             not in CI: make mutate MODULES='model guard' (model guard transaction decision)"
 	@echo "make demo   - run the demo in a throwaway repo"
@@ -31,7 +31,7 @@ venv: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
 
-# the SIGKILL loops (a few minutes); CI runs them after make test
+# the SIGKILL loops and the deterministic crash sweep (tests/test_crash_sweep.py); CI runs them after make test
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
 

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 TEMP_PREFIX = ".tmp-"
+# what mkstemp/mkdtemp make of TEMP_PREFIX: a name only a killed write of ours leaves
+_TEMP_NAME = re.compile(re.escape(TEMP_PREFIX) + r"[a-z0-9_]{8}")
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether ``name`` is one of the temp names ``atomic_write`` and ``atomic_dir`` use."""
+    return _TEMP_NAME.fullmatch(name) is not None
 
 
 def _umask() -> int:

@@ -216,8 +216,18 @@ def history(_built_history: Path, tmp_path: Path) -> Path:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    """The random order's seed at the end of every run (-q hides pytest-randomly's header), so a
+    """The number of kill points the crash sweep visited per command and mode (tests/test_crash_sweep.py),
+    and the random order's seed at the end of every run (-q hides pytest-randomly's header), so a
     failure that depends on the order can be replayed with the same order."""
+    from .killpoints import SWEPT
+
+    if SWEPT:
+        terminalreporter.section("crash sweep: kill points per command")
+        terminalreporter.write_line(f"{'command':<10} {'mode':<7} {'K_max':>6} {'swept':>6} {'seconds':>8}")
+        for command, mode, k_max, swept, seconds in SWEPT:
+            terminalreporter.write_line(f"{command:<10} {mode:<7} {k_max:>6} {swept:>6} {seconds:>8.1f}")
+        total = sum(row[3] for row in SWEPT)
+        terminalreporter.write_line(f"{'total':<25} {total:>6} {sum(row[4] for row in SWEPT):>8.1f}")
     if config.pluginmanager.hasplugin("randomly"):
         seed = config.getoption("randomly_seed")
         terminalreporter.write_line(f"random order: replay it with --randomly-seed={seed}")

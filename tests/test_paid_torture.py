@@ -124,3 +124,67 @@ def test_sigkills_of_jobstate_run_lose_nothing_and_charge_nothing_twice(repo: Pa
     assert max(theirs.values()) == 1  # the vendor charged no idempotency key twice
     assert ledger == theirs  # every charge in the ledger, once
     assert episode_no > 5  # the loop made progress, not only kills
+
+
+def _killed_at_random(repo: Path, rng: random.Random, *args: str) -> None:
+    """``jobstate ARGS`` SIGKILLed at a random moment (or done before it)."""
+    with subprocess.Popen(
+        [sys.executable, "-m", "jobstate", *args], cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as proc:
+        try:
+            proc.wait(timeout=rng.uniform(0.0, 0.5))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+
+
+DECISION_EPISODES = int(os.environ.get("JOBSTATE_TEST_DECISION_EPISODES", "6"))
+
+
+@pytest.mark.slow
+def test_sigkills_of_allocate_resolve_approve_and_complete_lose_nothing(repo: Path) -> None:
+    """Each episode's allocate, resolve (of a step the vendor accepted without answering), approve and
+    complete are killed at random moments a few times, then run to the end: nothing wedges, duplicates or
+    is charged twice."""
+    rng = random.Random(20261204)
+    with VendorSimulator(price="1.25") as vendor:
+        cmd = vendor_step(vendor.url)
+        for n in range(DECISION_EPISODES):
+            key = f"weekly:{n}"
+            allocate = ("allocate", "--key", key, "--week", "2026-W32")
+            for _ in range(3):
+                _killed_at_random(repo, rng, *allocate)
+            eid = run_cli(*allocate, cwd=repo).stdout.strip()
+            assert eid == f"2026-W32-{n}"
+            vendor.arm_fault("drop_after_accept")
+            proc = run_cli("run", "--episode", eid, "--step", "generate", "--", *cmd, cwd=repo)
+            assert proc.returncode == 9, proc.stderr  # accepted and charged, never answered: unknown
+            task = vendor.charges()[-1]["task_id"]
+            resolve = ("resolve", "--episode", eid, "--step", "generate", "--accepted", task, "--by", "ops")
+            approve = ("approve", "--episode", eid, "--by", "editor")
+            complete = ("complete", "--episode", eid)
+            for args in ((*resolve, "--reason", "vendor ledger"), None, approve, complete):
+                if args is None:  # the resumed task finishes; its cost is recorded once
+                    proc = run_cli("run", "--episode", eid, "--step", "generate", "--", *cmd, cwd=repo)
+                    assert proc.returncode == 0, proc.stderr
+                    continue
+                for _ in range(3):
+                    _killed_at_random(repo, rng, *args)
+                proc = run_cli(*args, cwd=repo)
+                assert proc.returncode == 0, proc.stderr
+        charges = vendor.charges()
+    assert status(repo) == ""
+    git(repo, "fsck", "--no-progress")
+    proc = run_cli("verify", "--strict", cwd=repo)
+    assert proc.returncode == 0, proc.stdout
+    with Store(repo) as store:
+        episodes = store.episodes("2026-W32")
+        assert [e.allocation_key for e in episodes] == [f"weekly:{n}" for n in range(DECISION_EPISODES)]
+        ledger = Counter(
+            (str(entry.remote_ref), str(entry.amount))
+            for episode in episodes
+            for entry in cost_entries(store, episode.episode_id)
+        )
+    assert ledger == Counter((c["task_id"], c["amount"]) for c in charges)
+    assert len(charges) == DECISION_EPISODES  # one vendor task per step
+    assert all((repo / "history" / f"2026-W32-{n}.yaml").is_file() for n in range(DECISION_EPISODES))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -14,9 +15,13 @@ from pathlib import Path
 import pytest
 
 from jobstate.store.store import Store
+from jobstate_demo.vendor_sim import VendorSimulator
 
-from .conftest import both_formats, committed_files, git, run_cli, status
+from .conftest import both_formats, committed_files, git, plain_repo, run_cli, status, vendor_step
 from .fakegit import fake_git, git_on_path, run_killed
+from .killpoints import run_hooked
+from .legacy import make_legacy_repo
+from .test_transaction_remote import make_hosts
 
 KILLS = int(os.environ.get("JOBSTATE_TEST_KILLS", "100"))
 
@@ -216,3 +221,73 @@ def test_a_kill_while_a_new_episode_directory_is_built_wedges_nothing(repo: Path
     assert run_cli("allocate", "--key", "other", "--week", "2026-W32", cwd=repo).stdout.strip() == "2026-W32-1"
     assert not [p for p in (repo / "state").iterdir() if p.name.startswith(".tmp-")]
     assert status(repo) == ""
+
+
+# Found by the crash sweep (tests/test_crash_sweep.py): a kill between an atomic write's temp file and its rename
+# left the temp file for good (init then refused it as a file it did not write, migrate as an uncommitted change),
+# and an init killed after its commit never brought the index up to it.
+def _killed(repo: Path, tmp_path: Path, match: str, *args: str) -> None:
+    outcome = run_hooked(list(args), repo, tmp_path / "ops.json", 0, match=match)
+    assert outcome.killed, outcome.stderr
+    assert re.search(match, outcome.last)
+
+
+@pytest.mark.parametrize(
+    "match",
+    [
+        r"^rename .*/state/\.tmp-\w+ -> .*/state/\.gitkeep$",  # init refused its own temp file
+        r"^rename .*/\.tmp-\w+ -> .*/jobstate\.yaml$",  # the temp file stayed untracked
+        r"^popen git update-index",  # committed, the index left behind
+    ],
+)
+def test_init_killed_mid_write_or_after_its_commit_is_finished_by_the_next_init(tmp_path: Path, match: str) -> None:
+    repo = plain_repo(tmp_path / "r")
+    _killed(repo, tmp_path, match, "init")
+    assert status(repo) != ""
+    again = run_cli("init", cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert status(repo) == ""
+    assert {"jobstate.yaml", "state/.gitkeep", "history/.gitkeep", ".gitignore"} <= committed_files(repo)
+    assert run_cli("verify", "--strict", cwd=repo).returncode == 0
+
+
+@pytest.mark.parametrize("where", ["state/2026-W30-0", "history"])
+def test_migrate_killed_between_a_temp_file_and_its_rename_is_finished_by_the_next_migrate(
+    tmp_path: Path, where: str
+) -> None:
+    repo = tmp_path / "legacy"
+    make_legacy_repo(repo, ["2026-W30", "2026-W31"])
+    _killed(repo, tmp_path, rf"^rename .*/{re.escape(where)}/\.tmp-\w+ -> ", "migrate")
+    assert any(p.name.startswith(".tmp-") for p in (repo / where).iterdir())
+    again = run_cli("migrate", cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert status(repo) == ""
+    assert "state/2026-W30-0/episode.yaml" in committed_files(repo)
+
+
+def test_a_run_killed_after_pushing_its_artifact_and_before_its_branch_moved_is_finished_by_the_next_run(
+    tmp_path: Path, vendor: VendorSimulator
+) -> None:
+    # found by the crash sweep: the remote had the artifact's commit, the local branch did not, and the artifact
+    # CMD wrote (the very bytes of the tip) was refused as "local changes that the origin tip also changes"
+    bare, (clone,) = make_hosts(tmp_path, 1)
+    git(clone, "remote", "set-url", "origin", f"file://{bare}")
+    eid = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=clone).stdout.strip()
+    run = [
+        "run",
+        "--episode",
+        eid,
+        "--step",
+        "generate",
+        "--",
+        *vendor_step(vendor.url, "generate", "--artifact", "a.txt"),
+    ]
+    _killed(clone, tmp_path, r"^popen git update-ref -m jobstate: artifact ", *run)
+    assert f"state/{eid}/a.txt" in git(bare, "ls-tree", "-r", "--name-only", "main")
+    assert f"state/{eid}/a.txt" not in committed_files(clone)
+    again = run_cli(*run, cwd=clone)
+    assert again.returncode == 0, again.stderr
+    assert status(clone) == ""
+    assert git(clone, "rev-parse", "HEAD") == git(bare, "rev-parse", "main")
+    assert len(vendor.charges()) == 1
+    assert run_cli("verify", "--strict", cwd=clone).returncode == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from jobstate.atomic import is_temp_name
 from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import NotInitialized, UsageError
@@ -12,7 +13,7 @@ from jobstate.git.repo import find_root, init_repository
 from jobstate.git.runner import run_git
 from jobstate.store.config import DEFAULT_CONFIG_TEXT
 from jobstate.store.store import Store
-from jobstate.store.transaction import StateChange, transact
+from jobstate.store.transaction import StateChange, locked, transact
 
 
 def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
@@ -59,6 +60,8 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
     elif not store.git.in_head(".gitignore"):
         files[".gitignore"] = text.encode()
     if not files:
+        with locked(store):  # the repair: an init killed after its commit left the index behind
+            pass
         return store, False
     made = not (root / STATE).exists()
     (root / STATE).mkdir(exist_ok=True)  # the transaction requires it
@@ -80,7 +83,12 @@ def _refuse_foreign_files(root: Path, folder: str) -> None:
         if directory.exists() or directory.is_symlink():
             raise UsageError(f"{folder} is not a directory; move it away, then run jobstate init again")
         return
-    foreign = sorted(p.name for p in directory.iterdir() if p.name != ".gitkeep" and not _is_episode(folder, p))
+    foreign = sorted(
+        p.name
+        for p in directory.iterdir()
+        # a temp file of a killed init: the transaction's repair removes it
+        if p.name != ".gitkeep" and not _is_episode(folder, p) and not (is_temp_name(p.name) and p.is_file())
+    )
     if foreign:
         raise UsageError(
             f"{folder}/ already holds {folder}/{foreign[0]}"

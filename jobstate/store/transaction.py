@@ -25,13 +25,13 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from jobstate.atomic import atomic_dir, atomic_write
+from jobstate.atomic import atomic_dir, atomic_write, is_temp_name
 from jobstate.core import advice
 from jobstate.core.inputs import env_number
 from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, describes_episode
@@ -133,6 +133,7 @@ def finish_pending(store: Store) -> None:
             with _index_lock(store) as index:
                 update_work_tree(store, pending, {})
                 _update_index(index, pending.paths)
+            _remove_temp_files(store, pending.paths)
         # else the commit never landed here; the undo record below puts the files back
         marker.unlink()
     _undo_unlanded(store)
@@ -226,6 +227,7 @@ def _undo_unlanded(store: Store) -> None:
         for rel, (old_sha, _new_sha) in undo.items():
             if rel not in landed:
                 _put(store, rel, None if old_sha is None else store.git.read_object(old_sha)[1])
+        _remove_temp_files(store, undo)
     path.unlink()
 
 
@@ -247,6 +249,20 @@ def _checked_undo(store: Store, undo: object) -> dict[str, list[str | None]]:
                 "so it was not followed; look at it, then move it away (nothing was changed)"
             )
     return undo
+
+
+def _remove_temp_files(store: Store, paths: Iterable[str]) -> None:
+    """Remove the temp files that killed atomic writes of ``paths`` left beside them. Under the lock only the
+    change being repaired wrote there, so such a file is its own, never recorded: left, it would make the tree
+    dirty for good and the next init or migrate refuse it as a file jobstate did not write."""
+    for directory in sorted({store.path(rel).parent for rel in paths}):
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if is_temp_name(entry.name) and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
 
 
 def _landed(store: Store, new: Mapping[str, str | None]) -> set[str]:
@@ -517,6 +533,7 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
     changed = git.diff_names(head, tip) if head else [p for _m, _s, p in git.ls_tree(tip, ".")]
     changed = changed or []
     dirty = git.status(*changed) if changed else []
+    dirty = [entry for entry in dirty if not _same_as_tip(store, tip, entry[1])]
     if dirty:
         raise UsageError(
             f"{dirty[0][1]} has local changes that the {remote} tip also changes; commit or discard them first"
@@ -538,6 +555,17 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
         update_work_tree(store, pending, {})
         _update_index(index, pending.paths)
     marker.unlink()
+
+
+def _same_as_tip(store: Store, tip: str, rel: str) -> bool:
+    """Whether the work-tree file ``rel`` holds exactly the tip's bytes: then it is no local change the tip
+    overwrites. An artifact CMD wrote is left so by a ``run`` killed after its push and before its branch moved;
+    refusing it would wedge every later command on a file that already is what the remote has."""
+    file = store.path(rel)
+    if file.is_symlink() or not file.is_file():
+        return False
+    in_tip = {path: sha for _mode, sha, path in store.git.ls_tree(tip, rel)}
+    return in_tip.get(rel) == store.git.blob_sha(file.read_bytes())
 
 
 def _drop_uncommitted(store: Store, directory: str) -> None:
