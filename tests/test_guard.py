@@ -62,8 +62,7 @@ def test_an_uncommitted_episode_is_refused_before_anything_is_moved(store: Store
 
 
 _SHOW = (
-    f"(git status --ignored -- state/{EID}): a paid step runs only on the episode exactly as committed, "
-    "so nothing was run"
+    f"(git status --ignored -- state/{EID}): jobstate acts only on an episode exactly as committed, so nothing was run"
 )
 
 

@@ -216,3 +216,20 @@ def test_a_retire_killed_at_its_commit_is_finished_or_undone_by_the_next_command
     assert ("already retired" in err) == landed
     assert _alloc(repo, "k1")[0] == ALLOCATION_CONFLICT
     assert run_cli("verify", cwd=repo).returncode == 0
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["untracked", "git-ignored"])
+def test_a_users_file_in_the_episode_is_refused_and_kept(repo: Path, ignored: bool) -> None:
+    # the fence's rule: retire would leave the file behind in a state/ directory nobody allocated
+    _alloc(repo, "k1")
+    if ignored:
+        (repo / ".git" / "info" / "exclude").write_text("*.log\n")
+    name = "notes.log" if ignored else "notes.txt"
+    (repo / "state" / "2026-W32-0" / name).write_text("mine\n")
+    head = git(repo, "rev-parse", "HEAD")
+    code, out, err = _retire(repo, "2026-W32-0")
+    assert code == USAGE, err
+    assert f"state/2026-W32-0/{name} in episode 2026-W32-0" in err
+    assert out == ""
+    assert (repo / "state" / "2026-W32-0" / name).read_text() == "mine\n"
+    assert git(repo, "rev-parse", "HEAD") == head

@@ -7,13 +7,13 @@ was accepted by the vendor and not collected still costs money and needs its epi
 
 from __future__ import annotations
 
-from jobstate.core import advice
 from jobstate.core.clock import format_time
 from jobstate.core.layout import episode_dir, episode_path, history_path, retired_path
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.status import step_status
 from jobstate.core.tombstones import MAX_BY, MAX_REASON, Tombstone, new_tombstone, validate_note
-from jobstate.errors import AlreadyRecorded, DirtyState, EpisodeUnknown, StepRunning, UsageError
+from jobstate.errors import AlreadyRecorded, EpisodeUnknown, StepRunning, UsageError
+from jobstate.paid.guard import require_as_committed
 from jobstate.paid.leftovers import running_steps
 from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
@@ -70,8 +70,6 @@ def retire(store: Store, episode_id: str, *, by: str, reason: str) -> Tombstone:
 
 def _refuse_open(store: Store, episode_id: str) -> None:
     """Refuse while a paid step of the episode is open, or its directory differs from HEAD."""
-    directory = episode_dir(episode_id)
-    dirty = store.git.status(directory)
     steps = submissions(store, episode_id)
     running = running_steps(store, episode_id)
     for step in sorted(set(steps) | set(running)):
@@ -81,11 +79,7 @@ def _refuse_open(store: Store, episode_id: str) -> None:
                 f"cannot retire {episode_id}: step {step} is {status}; a paid step is never retired while it is "
                 f"open: finish it first ({_way_out(episode_id, step, status)}), then retire"
             )
-    if dirty:
-        raise DirtyState(
-            f"{dirty[0][1]} in episode {episode_id} differs from what is committed, and retiring needs it "
-            f"committed: {advice.commit_or_restore(dirty[0][1], dirty[0][0])} (git status -- {directory})"
-        )
+    require_as_committed(store, episode_id)  # the fence's rule: what differs is refused, never moved
 
 
 def _way_out(episode_id: str, step: str, status: str) -> str:

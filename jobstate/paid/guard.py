@@ -45,17 +45,34 @@ def guard(
         raise EpisodeUnknown(
             f"episode {episode_id} is not committed; run the same jobstate allocate again to commit it"
         )
-    # cleanliness only means something under the lock: outside it, another step's write may be half done;
-    # the common case, exactly as committed, is answered at a cost that does not grow with the state
-    if clean and not matches_head(store.git, store.root, directory, committed):
-        remove_temp_files(store, directory, notify)
-        if not matches_head(store.git, store.root, directory, committed):
-            _refuse_difference(store, directory, episode_id)  # unless git, which knows filters (LFS), sees none
+    # cleanliness only means something under the lock: outside it, another step's write may be half done
+    if clean:
+        require_as_committed(store, episode_id, committed, notify)
     if store.path(history_path(episode_id)).exists():
         raise EpisodeCompleted(
             f"episode {episode_id} is completed; nothing more can be paid for it or decided", episode_id
         )
     return store.episode(episode_id)
+
+
+def require_as_committed(
+    store: Store,
+    episode_id: str,
+    committed: dict[str, tuple[str, str]] | None = None,
+    notify: Callable[[str], None] = lambda _line: None,
+) -> None:
+    """Refuse (DirtyState, exit 2) an episode directory that is not exactly as HEAD has it; under the lock.
+
+    The one rule for every command that acts on a committed episode (the paid commands, retire). The
+    common case, exactly as committed, is answered at a cost that does not grow with the state."""
+    directory = episode_dir(episode_id)
+    if committed is None:
+        committed = committed_files(store.git, directory)
+    if committed is not None and matches_head(store.git, store.root, directory, committed):
+        return
+    remove_temp_files(store, directory, notify)
+    if committed is None or not matches_head(store.git, store.root, directory, committed):
+        _refuse_difference(store, directory, episode_id)  # unless git, which knows filters (LFS), sees none
 
 
 def _sh(*argv: str) -> str:
@@ -84,6 +101,6 @@ def _refuse_difference(store: Store, directory: str, episode_id: str) -> None:
         what = "differs from what is committed"
         fix = advice.commit_or_restore(path, code)
     raise DirtyState(
-        f"{path} in episode {episode_id} {what} ({show}): a paid step runs only on the episode exactly as "
+        f"{path} in episode {episode_id} {what} ({show}): jobstate acts only on an episode exactly as "
         f"committed, so nothing was run; {fix}"
     )
