@@ -328,3 +328,23 @@ def test_the_budget_decision_refuses_uncommitted_edits_of_its_inputs(repo: Path,
     assert f"{named} has uncommitted changes" in proc.stderr
     assert git(repo, "rev-parse", "HEAD") == head
     assert _ran(tmp_path) == [first]
+
+
+def test_a_charge_is_not_counted_twice_while_its_step_is_still_open(store: Store, repo: Path) -> None:
+    # between a step's charge and its completion, the ledger counts the charge as spent: its reservation
+    # holds only the rest (else a second step was refused against a budget it fits in)
+    _with_budget(repo, "budget:\n  per: week\n  limits: {USD: '10.00'}\n")
+    first, second = (allocate(store, key, W32).episode_id for key in ("a", "b"))
+    with paid_step(Store(repo), first, "generate", max_cost="6 USD") as step:
+        step.accepted("t-1")
+        step.cost("4.00", "USD")  # committed now: spent 4, and 2 of its 6 still held
+        assert run_cli("budget", "--json", cwd=repo).returncode == 0
+        proc = run_cli("verify", "--strict", cwd=repo)
+        assert proc.returncode == 0, proc.stdout  # spent 4 + held 2 is within 10, not 10 over it
+        with paid_step(Store(repo), second, "generate", max_cost="4 USD") as other:  # 4 + 2 + 4 = 10 fits
+            other.accepted("t-2")
+            other.cost("4.00", "USD")
+        with pytest.raises(BudgetExceeded, match="spent 8.00, reserved 2.00, asked 1"):
+            with paid_step(Store(repo), allocate(store, "c", W32).episode_id, "generate", max_cost="1 USD"):
+                pass
+    assert status(repo) == ""

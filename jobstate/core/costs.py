@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
+from jobstate.core.attempts import Attempt, Reservation
 from jobstate.core.money import sum_by_currency, validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_remote_ref, validate_step
 from jobstate.core.records import mapping_of, report_or_raise
@@ -195,3 +196,26 @@ def recorded_charge(entries: list[CostEntry], charge: Charge, ordinal: int) -> C
             + "; if it is another charge, give it its own charge_id; nothing was recorded"
         )
     return found
+
+
+def charged_to(entries: Iterable[CostEntry], step: str, attempt: int, remote_ref: str | None) -> dict[str, Decimal]:
+    """What one attempt of ``step`` has been charged so far, per currency: the entries that name the
+    attempt, or (older entries, which name none) its remote task."""
+    out: dict[str, Decimal] = {}
+    for e in entries:
+        mine = e.attempt == attempt if e.attempt is not None else e.remote_ref == remote_ref
+        if e.step == step and mine:
+            out[e.currency] = out.get(e.currency, Decimal(0)) + Decimal(e.amount)
+    return out
+
+
+def still_held(attempt: Attempt, entries: Iterable[CostEntry]) -> Reservation | None:
+    """What an open attempt's reservation still holds against its budget: its amount less what the
+    attempt has been charged in that currency already (never below 0), which the ledger counts as
+    spent. Counting both would refuse other steps between a charge and its step's completion."""
+    held = attempt.held
+    if held is None:
+        return None
+    used = charged_to(entries, attempt.step, attempt.number, attempt.remote_ref).get(held.currency, Decimal(0))
+    left = max(Decimal(held.amount) - used, Decimal(0))
+    return Reservation(format(left, "f"), held.currency)

@@ -10,6 +10,7 @@ import os
 from decimal import Decimal
 
 from jobstate.core.budget import Budget, Usage, episode_periods
+from jobstate.core.costs import still_held
 from jobstate.core.layout import STATE
 from jobstate.core.periods import parse_episode_id
 from jobstate.errors import UsageError
@@ -36,12 +37,14 @@ def usage(store: Store, budget: Budget, period_id: str) -> dict[str, Usage]:
     spent: dict[str, Decimal] = {}
     reserved: dict[str, Decimal] = {}
     for eid in _episodes_in(store, episode_periods(period_id, store.config.period)):
-        for entry in cost_entries(store, eid):
+        entries = cost_entries(store, eid)
+        for entry in entries:
             spent[entry.currency] = spent.get(entry.currency, Decimal(0)) + Decimal(entry.amount)
         for attempts in submissions(store, eid).values():
             for attempt in attempts:
-                if attempt.held is not None:
-                    amount, currency = attempt.held
+                held = still_held(attempt, entries)
+                if held is not None:
+                    amount, currency = held
                     reserved[currency] = reserved.get(currency, Decimal(0)) + Decimal(amount)
     currencies = sorted(set(budget.limits) | set(spent) | set(reserved))
     return {

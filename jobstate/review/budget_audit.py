@@ -7,6 +7,7 @@ from decimal import Decimal
 
 from jobstate.core.attempts import Attempt
 from jobstate.core.budget import Budget, budget_period
+from jobstate.core.costs import still_held
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
 from jobstate.errors import UsageError
@@ -48,8 +49,9 @@ def check_budgets(budget: Budget | None, facts: dict[str, Facts], problems: list
         for cost in f.costs:
             used[(period, cost.currency)] = used.get((period, cost.currency), Decimal(0)) + Decimal(cost.amount)
         for attempt in f.reservations:
-            if attempt.held is not None:
-                amount, currency = attempt.held
+            held = still_held(attempt, f.costs)
+            if held is not None:
+                amount, currency = held
                 used[(period, currency)] = used.get((period, currency), Decimal(0)) + Decimal(amount)
     for (period, currency), total in sorted(used.items()):
         cap = budget.limits.get(currency)

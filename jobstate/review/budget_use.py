@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from jobstate.core.budget import Budget, budget_period
+from jobstate.core.costs import still_held
 from jobstate.core.periods import parse_period
 from jobstate.errors import UsageError
 
@@ -32,9 +33,10 @@ def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[d
             spent[slot] = spent.get(slot, Decimal(0)) + Decimal(entry.amount)
         for attempts in view.steps.values():
             for attempt in attempts:
-                if attempt.held is not None:
-                    slot = (bp, attempt.held.currency)
-                    held[slot] = held.get(slot, Decimal(0)) + Decimal(attempt.held.amount)
+                holds = still_held(attempt, view.costs)
+                if holds is not None:
+                    slot = (bp, holds.currency)
+                    held[slot] = held.get(slot, Decimal(0)) + Decimal(holds.amount)
     out = []
     for bp, currency in sorted(set(spent) | set(held)):
         cap = budget.limits.get(currency)
