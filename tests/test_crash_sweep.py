@@ -324,6 +324,8 @@ CASES = [
 
 
 @pytest.mark.slow
+# one command's whole sweep: up to a few hundred kill points, each followed by recovery and checks
+@pytest.mark.timeout(900)
 @pytest.mark.parametrize(("scenario", "mode"), CASES)
 def test_a_kill_at_every_operation_is_recovered_by_jobstate_alone(
     tmp_path: Path,
