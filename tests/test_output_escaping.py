@@ -39,7 +39,7 @@ from jobstate.review import escape
 from jobstate.store.init import init
 from jobstate.store.store import Store
 
-from .conftest import FIXED, git, git_init
+from .conftest import FIXED, git, git_init, run_cli, stable_cmd
 from .review_history import Interrupted, stepping_clock
 
 HOSTILE = {
@@ -365,3 +365,18 @@ def test_approve_and_resolve_refuse_a_by_or_reason_no_reader_would_take(
         assert len(err.splitlines()) == 1
         _assert_inert_text(err)
     assert git(history, "rev-parse", "HEAD") == head
+
+
+def test_a_note_quoting_a_result_file_shows_control_characters_escaped(repo: Path) -> None:
+    # notes on stderr quote what CMD reported (its error text): an ESC sequence there never reaches a terminal
+    assert run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=repo).returncode == 0
+    script = (
+        "import json, os\n"
+        "report = {'submitted': False, 'error': '\\x1b[2Jvendor said no\\u202e'}\n"
+        "json.dump(report, open(os.environ['JOBSTATE_RESULT'], 'w'))\n"
+    )
+    proc = run_cli("run", "--episode", "2026-W32-0", "--step", "gen", "--", *stable_cmd(script), cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stderr
+    assert "\u202e" not in proc.stderr
+    assert "\\x1b[2Jvendor said no\\u202e" in proc.stderr

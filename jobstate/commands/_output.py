@@ -15,7 +15,12 @@ def print_json(value: object) -> None:
 
 
 def note(line: str) -> None:
-    """A diagnostic line on stderr (stdout carries only the answer)."""
+    """A diagnostic line on stderr (stdout carries only the answer); a note may quote state, a result
+    file or a command line, so a control character in it is shown escaped, as in every error line."""
+    if not line.isprintable():
+        from jobstate.review import escape  # noqa: PLC0415 - start-up: only for a line that needs it
+
+        line = escape.text(line)
     print(f"jobstate: {line}", file=sys.stderr)
 
 
