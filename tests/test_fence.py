@@ -5,6 +5,7 @@ Real processes, real git, real SIGKILL and SIGTERM."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -341,3 +342,57 @@ def test_a_symlinked_staging_directory_is_refused_before_the_intent(repo: Path, 
     assert not ran.exists()
     assert not any("submissions.yaml" in p for p in committed_files(repo))  # nothing to resolve afterwards
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+# --- found in review after the merges -------------------------------------------------------------
+
+
+def test_a_symlinked_attempt_directory_is_refused_before_the_intent(repo: Path, episode: str, tmp_path: Path) -> None:
+    work = repo / ".jobstate" / "work" / EID / "gen"
+    work.mkdir(parents=True)
+    (work / "1").symlink_to(tmp_path)
+    head = git(repo, "rev-parse", "HEAD")
+    cmd, ran = _marker_cmd(tmp_path)
+    proc = _run(repo, "gen", cmd)
+    assert proc.returncode == 2, proc.stderr
+    assert "is a symlink" in proc.stderr
+    assert not ran.exists()
+    assert git(repo, "rev-parse", "HEAD") == head, "no intent: nothing was submitted, nothing to resolve"
+    (work / "1").unlink()
+    assert _run(repo, "gen", cmd).returncode == 0
+
+
+def test_a_failing_cmd_with_a_half_written_report_is_exit_9(repo: Path, episode: str) -> None:
+    script = "import os, sys\nopen(os.environ['JOBSTATE_RESULT'], 'w').write('{\"remote_ref\": \"T')\nsys.exit(7)\n"
+    proc = _run(repo, "gen", stable_cmd(script))
+    assert proc.returncode == 9, proc.stderr
+    assert "exited with 7" in proc.stderr
+    assert "jobstate resolve --episode" in proc.stderr
+
+
+def _leave_report(repo: Path, report: dict[str, object]) -> None:
+    """An unknown attempt 1 whose CMD left ``report`` (a run killed after it wrote its result file)."""
+    failing = stable_cmd("raise SystemExit(1)")
+    assert _run(repo, "gen", failing).returncode == 9  # no report: the step is unknown
+    results = repo / ".jobstate" / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    (results / f"{EID}.gen.1.json").write_text(json.dumps(report))
+
+
+def test_a_self_contradicting_report_does_not_block_not_submitted(repo: Path, episode: str) -> None:
+    _leave_report(repo, {"remote_ref": "T1", "submitted": False})
+    decide = ["--episode", EID, "--step", "gen", "--by", "ops", "--reason", "the vendor has no task"]
+    proc = run_cli("resolve", "--not-submitted", *decide, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_an_early_not_submitted_report_with_a_charge_is_left_to_the_operator(
+    repo: Path, episode: str, store: Store
+) -> None:
+    # a charge is never dropped: jobstate does not settle such an attempt by itself
+    _leave_report(repo, {"submitted": False, "cost": {"amount": "1.50", "currency": "USD"}})
+    head = git(repo, "rev-parse", "HEAD")
+    proc = _run(repo, "gen", stable_cmd("pass"))
+    assert proc.returncode == 6, proc.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert [a.state for a in submissions(store, EID)["gen"]] == ["intent"]

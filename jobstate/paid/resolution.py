@@ -20,6 +20,7 @@ from jobstate.core.layout import result_path
 from jobstate.core.model import decision_on, replacement
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
+from jobstate.core.result import check_report
 from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepRunning, SubmissionUnknown, UsageError
 from jobstate.paid.guard import guard
 from jobstate.paid.leftovers import running_holder, running_steps
@@ -85,7 +86,13 @@ def _refuse_contradicted(store: Store, episode_id: str, step: str, attempt: int)
         report = json.loads(data.decode("utf-8")) if data else None
     except (ValueError, UnicodeDecodeError):
         return
-    ref = report.get("remote_ref") if isinstance(report, dict) else None
+    if not isinstance(report, dict):
+        return
+    try:
+        check_report(report, "result file")
+    except UsageError:
+        return  # malformed or self-contradicting: it proves nothing, as the next run would find too
+    ref = report.get("remote_ref")
     if isinstance(ref, str) and ref:
         raise UsageError(
             f"step {step} of {episode_id} attempt {attempt}: its command's result file says the vendor accepted "

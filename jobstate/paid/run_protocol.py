@@ -136,8 +136,9 @@ def _accept_early_report(
     except UsageError:
         return False  # half written by a killed CMD: it proves nothing
     ref = None if report is None else report.get("remote_ref")
-    if report is not None and ref is None and report.get("submitted") is False:
-        # an orphaned or interrupted CMD that said the vendor has nothing: a new attempt may start
+    if report is not None and ref is None and report.get("submitted") is False and report.get("cost") is None:
+        # an orphaned or interrupted CMD that said the vendor has nothing (and charged nothing: a charge
+        # is never dropped, so such a report is left to the operator): a new attempt may start
         error = str(report.get("error", "no reason given"))[:200]
         reason = f"the command's result file {path.name}, written before it ended, says nothing was submitted: {error}"
         try:
@@ -181,7 +182,19 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
             own,
         ) from None
     code = returncode if returncode >= 0 else 128 - returncode  # killed by a signal: 128+N
-    report = _read_report(store, result)
+    try:
+        report = _read_report(store, result)
+    except DirtyState:
+        raise
+    except UsageError as exc:
+        if code == 0:
+            raise
+        # CMD's failure comes first (exit 9), with what its half-written report left unknown
+        raise CommandFailed(
+            f"{command[0]} exited with {code}; its report was not readable ({exc}); step {step_name} is unknown: "
+            f"check with the vendor, then run: {resolve_command(episode_id, step_name)}",
+            code,
+        ) from None
     if report is None:
         report = {}
         if code == 0:

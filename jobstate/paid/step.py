@@ -380,6 +380,7 @@ def _begin(
         notices: list[str] = []
         reservation = reserve(store, episode, step, max_cost, notices)  # exit 8 before the intent is written
         number = 1 if last is None else last.number + 1
+        make_output_dir(store, episode_id, step, number, create=False)  # a symlink there: refused before the intent
         fields: dict[str, Any] = {
             "attempt": number,
             "idempotency_key": idempotency_key(episode_id, episode.allocation_key, step, number),
