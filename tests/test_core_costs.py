@@ -6,13 +6,17 @@ from typing import Any
 
 import pytest
 
+from jobstate.core.attempts import Attempt, Reservation, attempt_from_yaml_dict
 from jobstate.core.costs import (
     Charge,
+    CostEntry,
     cost_entry_from_yaml_dict,
     cost_list,
     costs_from_yaml_dict,
     costs_to_yaml_dict,
     legacy_cost_from_yaml_dict,
+    same_task,
+    still_held,
     totals,
 )
 from jobstate.errors import StateInvalid
@@ -101,3 +105,34 @@ def test_with_a_problem_list_bad_entries_are_described_and_left_out() -> None:
     assert found == [cost_entry_from_yaml_dict(ENTRY, SOURCE)]
     assert len(problems) == 2
     assert not any(p.startswith(SOURCE) for p in problems)
+
+
+def _attempt(number: int, state: str, key: str) -> Attempt:
+    fields: dict[str, Any] = {"attempt": number, "state": state, "idempotency_key": key, "remote_ref": f"task-{number}"}
+    if state == "superseded":
+        fields["resolution"] = {"decision": "superseded", "by": "ops", "at": "2026-08-07T10:00:00Z", "reason": "r"}
+    return attempt_from_yaml_dict({**fields, "reservation": {"amount": "10", "currency": "USD"}}, SOURCE, "gen")
+
+
+def _charge(number: int, amount: str) -> CostEntry:
+    data = {"step": "gen", "amount": amount, "currency": "USD", "remote_ref": f"task-{number}", "attempt": number}
+    data["at"] = "2026-08-07T10:00:00Z"
+    return cost_entry_from_yaml_dict(data, SOURCE)
+
+
+def test_an_open_attempt_holds_only_what_its_task_has_not_been_charged() -> None:
+    open_one = _attempt(1, "accepted", "k1")
+    assert still_held(open_one, [], [open_one]) == Reservation("10", "USD")
+    assert still_held(open_one, [_charge(1, "8.00")], [open_one]) == Reservation("2.00", "USD")
+    assert still_held(open_one, [_charge(1, "12.00")], [open_one]) == Reservation("0", "USD")  # an overrun
+    assert still_held(open_one, [_charge(2, "8.00")], [open_one]) == Reservation("10", "USD")  # another's
+    assert still_held(_attempt(1, "completed", "k1"), [_charge(1, "8.00")]) is None  # closed: holds nothing
+
+
+def test_a_replacing_attempt_counts_the_charges_of_the_task_it_replaces() -> None:
+    # resolve --accepted NEW --replaces OLD: attempt 2 carries attempt 1's key and reservation
+    replaced, replacing = _attempt(1, "superseded", "k1"), _attempt(2, "accepted", "k1")
+    both = [replaced, replacing]
+    assert same_task(replacing, both) == {1, 2}
+    assert still_held(replacing, [_charge(1, "8.00")], both) == Reservation("2.00", "USD")
+    assert same_task(_attempt(3, "intent", "k3"), [*both, _attempt(3, "intent", "k3")]) == {3}

@@ -12,7 +12,7 @@ migration), whose entries have no time and looser fields.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
@@ -198,24 +198,38 @@ def recorded_charge(entries: list[CostEntry], charge: Charge, ordinal: int) -> C
     return found
 
 
-def charged_to(entries: Iterable[CostEntry], step: str, attempt: int, remote_ref: str | None) -> dict[str, Decimal]:
+def charged_to(
+    entries: Iterable[CostEntry], step: str, attempts: Collection[int], remote_ref: str | None
+) -> dict[str, Decimal]:
     """What one attempt of ``step`` has been charged so far, per currency: the entries that name the
-    attempt, or (older entries, which name none) its remote task."""
+    attempt (or an attempt it replaces: ``attempts``), or (older entries, which name none) its remote task."""
     out: dict[str, Decimal] = {}
     for e in entries:
-        mine = e.attempt == attempt if e.attempt is not None else e.remote_ref == remote_ref
+        mine = e.attempt in attempts if e.attempt is not None else e.remote_ref == remote_ref
         if e.step == step and mine:
             out[e.currency] = out.get(e.currency, Decimal(0)) + Decimal(e.amount)
     return out
 
 
-def still_held(attempt: Attempt, entries: Iterable[CostEntry]) -> Reservation | None:
-    """What an open attempt's reservation still holds against its budget: its amount less what the
-    attempt has been charged in that currency already (never below 0), which the ledger counts as
-    spent. Counting both would refuse other steps between a charge and its step's completion."""
+def same_task(attempt: Attempt, attempts: Iterable[Attempt]) -> set[int]:
+    """The numbers of ``attempt`` and of the attempts of its step it replaces or that replace it: they
+    share its idempotency key (resolve --replaces) and so one vendor task, its charges and reservation."""
+    key = attempt.idempotency_key
+    found = {attempt.number}
+    if key is not None:
+        found |= {a.number for a in attempts if a.step == attempt.step and a.idempotency_key == key}
+    return found
+
+
+def still_held(attempt: Attempt, entries: Iterable[CostEntry], attempts: Iterable[Attempt] = ()) -> Reservation | None:
+    """What an open attempt's reservation still holds against its budget: its amount less what its
+    task (``same_task`` among ``attempts``) has been charged in that currency already (never below 0),
+    which the ledger counts as spent. Counting both would refuse other steps between a charge and its
+    step's completion."""
     held = attempt.held
     if held is None:
         return None
-    used = charged_to(entries, attempt.step, attempt.number, attempt.remote_ref).get(held.currency, Decimal(0))
+    numbers = same_task(attempt, attempts)
+    used = charged_to(entries, attempt.step, numbers, attempt.remote_ref).get(held.currency, Decimal(0))
     left = max(Decimal(held.amount) - used, Decimal(0))
     return Reservation(format(left, "f"), held.currency)

@@ -42,7 +42,7 @@ def usage(store: Store, budget: Budget, period_id: str) -> dict[str, Usage]:
             spent[entry.currency] = spent.get(entry.currency, Decimal(0)) + Decimal(entry.amount)
         for attempts in submissions(store, eid).values():
             for attempt in attempts:
-                held = still_held(attempt, entries)
+                held = still_held(attempt, entries, attempts)
                 if held is not None:
                     amount, currency = held
                     reserved[currency] = reserved.get(currency, Decimal(0)) + Decimal(amount)

@@ -26,7 +26,7 @@ from jobstate.core.artifacts import Artifact, artifacts_to_yaml_dict, new_artifa
 from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
 from jobstate.core.budget import parse_max_cost
 from jobstate.core.clock import format_time
-from jobstate.core.costs import Charge, charged_to, costs_to_yaml_dict, recorded_charge
+from jobstate.core.costs import Charge, charged_to, costs_to_yaml_dict, recorded_charge, same_task
 from jobstate.core.keys import idempotency_key, mapping_fingerprint
 from jobstate.core.layout import (
     ARTIFACTS,
@@ -248,7 +248,9 @@ class PaidStep:
 
     def spent(self) -> dict[str, Decimal]:
         """What this attempt has cost so far per currency, per the ledger."""
-        return charged_to(cost_entries(self.store, self.episode.episode_id), self.step, self.attempt, self.remote_ref)
+        eid = self.episode.episode_id
+        numbers = same_task(self._attempt, submissions(self.store, eid).get(self.step) or [])
+        return charged_to(cost_entries(self.store, eid), self.step, numbers, self.remote_ref)
 
     def _now(self) -> str:
         return format_time(self.store.now())

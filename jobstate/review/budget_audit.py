@@ -49,7 +49,7 @@ def check_budgets(budget: Budget | None, facts: dict[str, Facts], problems: list
         for cost in f.costs:
             used[(period, cost.currency)] = used.get((period, cost.currency), Decimal(0)) + Decimal(cost.amount)
         for attempt in f.reservations:
-            held = still_held(attempt, f.costs)
+            held = still_held(attempt, f.costs, f.reservations)
             if held is not None:
                 amount, currency = held
                 used[(period, currency)] = used.get((period, currency), Decimal(0)) + Decimal(amount)

@@ -33,7 +33,7 @@ def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[d
             spent[slot] = spent.get(slot, Decimal(0)) + Decimal(entry.amount)
         for attempts in view.steps.values():
             for attempt in attempts:
-                holds = still_held(attempt, view.costs)
+                holds = still_held(attempt, view.costs, attempts)
                 if holds is not None:
                     slot = (bp, holds.currency)
                     held[slot] = held.get(slot, Decimal(0)) + Decimal(holds.amount)
