@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(1, sys.argv[3])  # bench/ helpers, after the package under test
 import jobstate
 from repos import git, per_call, week_of
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.store.store import Store
 parent, seed, calls = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[4])

@@ -59,7 +59,7 @@ def _tmp(prefix: str) -> tempfile.TemporaryDirectory[str]:
 # ------------------------------------------------------------------ allocate
 def _measure(repo: Path, size: int, calls: int, paid: bool) -> dict[str, float]:
     """Per-call seconds at one size: bare git add+commit, a new allocation, a retry, a paid-step record."""
-    from jobstate.allocate.allocation import allocate
+    from jobstate.allocation.allocation import allocate
     from jobstate.core.periods import parse_period
     from jobstate.paid.step import paid_step
     from jobstate.store.store import Store
@@ -150,7 +150,7 @@ def cli_retry(repo: Path) -> None:
 _REMOTE_WORKER = """
 import sys
 from pathlib import Path
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.store.store import Store
 repo, tag, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
@@ -269,7 +269,7 @@ def bench_remote() -> None:
 
 # ---------------------------------------------------------------------- size
 def bench_size() -> None:
-    from jobstate.allocate.allocation import allocate
+    from jobstate.allocation.allocation import allocate
     from jobstate.core.periods import parse_period
     from jobstate.store.store import Store
 

@@ -1,6 +1,8 @@
 """jobstate: durable, idempotent episode IDs for recurring paid jobs, kept as YAML in Git.
 
-Importing the package is cheap; the library API is loaded on first use.
+Importing the package is cheap; the library API is loaded on first use. No subpackage may
+share a public name: importing ``jobstate.allocate`` as a package would set that attribute on
+this module and shadow the function (tests/test_public_api.py holds it).
 """
 
 from __future__ import annotations
@@ -9,17 +11,23 @@ from typing import TYPE_CHECKING, Any
 
 from jobstate.errors import (
     AllocationConflict,
+    AlreadyRecorded,
+    BudgetExceeded,
+    EpisodeCompleted,
     EpisodeUnknown,
+    FingerprintMismatch,
     JobstateError,
     LockTimeout,
     StateInvalid,
+    StepAlreadyCompleted,
+    StepRunning,
     SubmissionUnknown,
     UsageError,
 )
 from jobstate.version import __version__
 
 if TYPE_CHECKING:
-    from jobstate.allocate.allocation import allocate
+    from jobstate.allocation.allocation import allocate
     from jobstate.core.periods import Period, parse_period, period_of
     from jobstate.core.records import Allocation
     from jobstate.paid.step import paid_step
@@ -29,11 +37,17 @@ if TYPE_CHECKING:
 __all__ = [
     "Allocation",
     "AllocationConflict",
+    "AlreadyRecorded",
+    "BudgetExceeded",
+    "EpisodeCompleted",
     "EpisodeUnknown",
+    "FingerprintMismatch",
     "JobstateError",
     "LockTimeout",
     "Period",
     "StateInvalid",
+    "StepAlreadyCompleted",
+    "StepRunning",
     "Store",
     "SubmissionUnknown",
     "UsageError",
@@ -47,7 +61,7 @@ __all__ = [
 
 _LAZY = {
     "Allocation": ("jobstate.core.records", "Allocation"),
-    "allocate": ("jobstate.allocate.allocation", "allocate"),
+    "allocate": ("jobstate.allocation.allocation", "allocate"),
     "paid_step": ("jobstate.paid.step", "paid_step"),
     "Period": ("jobstate.core.periods", "Period"),
     "parse_period": ("jobstate.core.periods", "parse_period"),

@@ -27,7 +27,7 @@ from jobstate.errors import UsageError, help_table
 from jobstate.store.store import StoreOptions
 
 if TYPE_CHECKING:
-    from jobstate.allocate.from_scheduler import Request
+    from jobstate.allocation.from_scheduler import Request
 from jobstate.version import __version__
 
 
@@ -109,7 +109,7 @@ def _scheduled(a: argparse.Namespace) -> Request | None:
             raise UsageError(f"{stray[0]} works with --from SCHEDULER only")
         return None
     # a plain --key (the retry path) loads no scheduler module and no cron library
-    from jobstate.allocate.from_scheduler import Request  # noqa: PLC0415 - start-up
+    from jobstate.allocation.from_scheduler import Request  # noqa: PLC0415 - start-up
 
     return Request(
         scheduler=a.from_,

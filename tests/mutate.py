@@ -30,7 +30,7 @@ MODULES: dict[str, tuple[str, str]] = {
         "jobstate/store/transaction.py",
         "tests/test_transaction.py tests/test_transaction_crash.py -m 'not slow'",
     ),
-    "decision": ("jobstate/allocate/decision.py", "tests/test_allocation.py tests/test_idempotent_decisions.py"),
+    "decision": ("jobstate/allocation/decision.py", "tests/test_allocation.py tests/test_idempotent_decisions.py"),
 }
 
 

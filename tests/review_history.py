@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.paid.approval import approve, complete
 from jobstate.paid.resolution import resolve

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.periods import Period
 from jobstate.errors import UsageError
 from jobstate.main import main

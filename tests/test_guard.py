@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.errors import DirtyState, EpisodeCompleted, EpisodeUnknown, UsageError
 from jobstate.paid.guard import guard

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.git.headcheck import committed_files, matches_head
 from jobstate.git.objects import BLOB_MODE, SHA1, SHA256, ObjectFormat, Tree, blob_sha

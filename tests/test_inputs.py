@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobstate import errors
-from jobstate.allocate.schedulers import derive
+from jobstate.allocation.schedulers import derive
 from jobstate.core.clock import format_time
 from jobstate.core.money import validate_charge_amount
 from jobstate.main import main

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.costs import Charge, cost_entry_from_yaml_dict, recorded_charge
 from jobstate.core.periods import parse_period
 from jobstate.errors import ChargeConflict, UsageError

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from markdown_it import MarkdownIt
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.keys import validate_key
 from jobstate.core.names import (
     validate_artifact_path,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocate.allocation import allocate
-from jobstate.allocate.retirement import retire
+from jobstate.allocation.allocation import allocate
+from jobstate.allocation.retirement import retire
 from jobstate.core.periods import parse_period
 from jobstate.core.tombstones import new_tombstone, tombstone_from_yaml_dict
 from jobstate.errors import (

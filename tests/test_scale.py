@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.git.cache_tree import drop_cache_tree
 from jobstate.store.store import Store

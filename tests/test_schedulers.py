@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobstate.allocate.cron import latest_fire
-from jobstate.allocate.schedulers import Derivation, derive
-from jobstate.allocate.unstable_keys import unstable_key_warning
+from jobstate.allocation.cron import latest_fire
+from jobstate.allocation.schedulers import Derivation, derive
+from jobstate.allocation.unstable_keys import unstable_key_warning
 from jobstate.core.keys import SCHEDULERS
 from jobstate.core.periods import Period
 from jobstate.errors import UsageError

@@ -73,7 +73,7 @@ def test_package_has_no_import_cycles_even_through_function_local_imports() -> N
     for node in sorted(graph):
         if node not in state:
             walk(node)
-    assert "jobstate.store.transaction" in graph["jobstate.allocate.decision"]
+    assert "jobstate.store.transaction" in graph["jobstate.allocation.decision"]
 
 
 def test_function_local_imports_only_at_the_dispatch_boundary_or_documented_start_up_exceptions() -> None:

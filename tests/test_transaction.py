@@ -9,7 +9,7 @@ import threading
 import time
 from pathlib import Path
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.periods import parse_period
 from jobstate.store.store import Store
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.allocate.allocation import allocate
+from jobstate.allocation.allocation import allocate
 from jobstate.core.lfs import Pointer, parse_pointer
 from jobstate.core.periods import parse_period
 from jobstate.main import main

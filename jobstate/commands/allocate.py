@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from jobstate.allocate.allocation import allocate as allocate_episode
+from jobstate.allocation.allocation import allocate as allocate_episode
 from jobstate.commands._output import note, print_json
 from jobstate.core.periods import period_from
 from jobstate.errors import UsageError
 from jobstate.store.store import StoreOptions
 
 if TYPE_CHECKING:
-    from jobstate.allocate.from_scheduler import Request
-from jobstate.allocate.unstable_keys import unstable_key_warning
+    from jobstate.allocation.from_scheduler import Request
+from jobstate.allocation.unstable_keys import unstable_key_warning
 
 
 def allocate(
@@ -31,7 +31,7 @@ def allocate(
     """Print the episode ID for ``key`` (or for the scheduler run ``scheduled``) in the period given."""
     if scheduled is not None:
         # a plain --key (the retry path) loads no scheduler module and no cron library
-        from jobstate.allocate.from_scheduler import allocate_from, notes, read_podinfo  # noqa: PLC0415 - start-up
+        from jobstate.allocation.from_scheduler import allocate_from, notes, read_podinfo  # noqa: PLC0415 - start-up
 
         if key is not None:
             raise UsageError("give --key or --from SCHEDULER, not both: --from builds the key")

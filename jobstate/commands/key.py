@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from datetime import datetime
 
-from jobstate.allocate.from_scheduler import Request, key_for, read_podinfo
+from jobstate.allocation.from_scheduler import Request, key_for, read_podinfo
 from jobstate.commands._output import print_json
 from jobstate.review import escape
 from jobstate.store.store import repo_path

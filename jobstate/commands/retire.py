@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobstate.allocate.retirement import retire as retire_episode
+from jobstate.allocation.retirement import retire as retire_episode
 from jobstate.commands._output import print_json
 from jobstate.core.layout import retired_path
 from jobstate.store.store import StoreOptions

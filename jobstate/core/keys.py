@@ -11,7 +11,7 @@ from typing import Any
 from jobstate.errors import UsageError
 
 MAX_KEY_LENGTH = 512
-# the schedulers whose own identity for a run --from turns into a key (jobstate.allocate.schedulers)
+# the schedulers whose own identity for a run --from turns into a key (jobstate.allocation.schedulers)
 SCHEDULERS = ("github-actions", "kubernetes", "airflow", "dagster", "temporal", "systemd", "cron")
 
 

@@ -1,4 +1,4 @@
-"""A new allocation, decided under the lock on the freshest state (see jobstate.allocate.allocation for retries)."""
+"""A new allocation, decided under the lock on the freshest state (see jobstate.allocation.allocation for retries)."""
 
 from __future__ import annotations
 

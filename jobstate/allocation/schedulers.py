@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from jobstate.allocate.cron import latest_fire, zone
+from jobstate.allocation.cron import latest_fire, zone
 from jobstate.core.clock import format_time
 from jobstate.core.keys import SCHEDULERS, validate_key
 from jobstate.core.periods import Period, period_of

@@ -44,7 +44,7 @@ def allocate(
     if clash := sorted(set(fields) & set(EPISODE_FIELDS)):
         raise UsageError(f"extra episode field {clash[0]!r} would replace one of jobstate's own fields")
     # the lock-free retry above loads no YAML, lock or Git-writing module; a decision does
-    from jobstate.allocate.decision import allocate_locked  # noqa: PLC0415 - start-up
+    from jobstate.allocation.decision import allocate_locked  # noqa: PLC0415 - start-up
 
     return allocate_locked(store, key, period, extra=fields, keep_period=keep_period)
 

@@ -1,6 +1,6 @@
 """Allocation from a scheduler's identity: ``jobstate key --from`` and ``jobstate allocate --from``.
 
-The derivation itself is pure (jobstate.allocate.schedulers); this module adds the
+The derivation itself is pure (jobstate.allocation.schedulers); this module adds the
 repository's settings (period kind, timezone), the period options and the
 allocation with the ``scheduler:`` record.
 """
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from jobstate.allocate.allocation import allocate
-from jobstate.allocate.cron import zone
-from jobstate.allocate.schedulers import Derivation, derive
+from jobstate.allocation.allocation import allocate
+from jobstate.allocation.cron import zone
+from jobstate.allocation.schedulers import Derivation, derive
 from jobstate.core.layout import CONFIG_FILE
 from jobstate.core.periods import Period, parse_date, parse_period, parse_time, period_of
 from jobstate.core.records import Allocation
