@@ -21,6 +21,7 @@ import portalocker
 
 from jobstate.core.clock import format_time, utc_now
 from jobstate.errors import LockTimeout
+from jobstate.store.yamlio import json_dumps
 
 
 def _holder_record() -> dict[str, Any]:
@@ -93,7 +94,7 @@ class FileLock:
             return
         fh.seek(0)
         fh.truncate()
-        fh.write(json.dumps(self._holder))
+        fh.write(json_dumps(self._holder).decode("utf-8"))
         fh.flush()
 
     def fileno(self) -> int:

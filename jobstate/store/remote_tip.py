@@ -15,6 +15,7 @@ from jobstate.core.layout import REMOTE_TIP_FILE
 from jobstate.errors import RemoteRewritten
 from jobstate.store.private import read_private
 from jobstate.store.store import Store
+from jobstate.store.yamlio import json_dumps
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
@@ -37,7 +38,7 @@ def record_remote_tip(store: Store, remote: str, ref: str, tip: str) -> None:
         return
     tips[f"{remote} {ref}"] = tip
     store.ensure_private()
-    atomic_write(store.path(REMOTE_TIP_FILE), json.dumps(tips, sort_keys=True).encode())
+    atomic_write(store.path(REMOTE_TIP_FILE), json_dumps(tips))
 
 
 def check_remote_tip(store: Store, remote: str, ref: str, tip: str) -> None:

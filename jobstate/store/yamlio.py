@@ -1,7 +1,11 @@
-"""The only module that imports PyYAML: safe loading and stable dumping."""
+"""The one codec of the files jobstate writes (the only PyYAML user): strict loading and stable
+dumping of YAML, and the same for the JSON of its private files. What ``dumps`` writes, ``loads``
+reads back to a value that ``dumps`` writes again byte for byte."""
 
 from __future__ import annotations
 
+import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +39,28 @@ class _Loader(_BaseLoader):  # type: ignore[valid-type,misc]
         return mapping
 
 
-_Dumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BaseDumper):  # type: ignore[valid-type,misc]
+    """The safe dumper without anchors: a value used twice (a replacing attempt shares the reservation
+    of the one it replaces) is written out twice, since the strict reader refuses aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _decimal(dumper: yaml.SafeDumper, value: Decimal) -> yaml.ScalarNode:
+    # money as its exact text, read back as a string (a float would round it)
+    return dumper.represent_str(str(value))
+
+
+def _no_float(dumper: yaml.SafeDumper, value: float) -> yaml.ScalarNode:
+    raise yaml.representer.RepresenterError(f"a float ({value!r}) in a record: write money as a Decimal or string")
+
+
+_Dumper.add_representer(Decimal, _decimal)
+_Dumper.add_representer(float, _no_float)
 
 
 def loads(data: bytes | str, source: str, *, allow_empty: bool = False) -> Any:
@@ -90,11 +115,32 @@ def load_file(path: Path, source: str, *, allow_empty: bool = False) -> Any:
 
 
 def dumps(data: Any) -> bytes:
-    """Dump with the caller's key order (records fix it) so diffs stay small."""
+    """Dump with the caller's key order (records fix it) so diffs stay small; no anchors, no tags."""
     text: str = yaml.dump(
         data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
     )
     return text.encode("utf-8")
+
+
+def json_dumps(data: Any) -> bytes:
+    """The JSON of a private file: sorted keys (a re-write is byte for byte the same), exact decimals
+    as strings, no NaN."""
+    text = json.dumps(data, sort_keys=True, ensure_ascii=False, allow_nan=False, default=_json_default)
+    return text.encode("utf-8")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not written as JSON")
+
+
+def json_loads(data: bytes | str, source: str) -> Any:
+    """Parse the JSON of a private file; StateInvalid naming ``source`` when it is not JSON."""
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise StateInvalid(f"{source}: invalid JSON: {exc}") from None
 
 
 def key_line(data: bytes | str, keys: tuple[str | int, ...]) -> int | None:
