@@ -22,7 +22,7 @@ from jobstate.paid.guard import guard
 from jobstate.paid.leftovers import remove_temp_files, running_holder, running_steps
 from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
-from jobstate.store.episode_files import approval, approval_file, artifacts, cost_entries, record_change, submissions
+from jobstate.store.episode_files import approval_file, episode_records, record_change, submissions
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 
@@ -100,21 +100,23 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
             raise StepAlreadyCompleted(f"episode {episode_id} is already completed; nothing new recorded")
         episode = guard(store, episode_id, notify=notify)
         _refuse_open_steps(store, episode_id, "complete")
-        decision = approval(store, episode_id)
+        # every record, a legacy episode.yaml's costs, decision and artifacts included (kept by a migration)
+        found = episode_records(store, episode_id)
+        decision = found.approval
         if decision is None or decision.status != "approved":
             raise UsageError(
                 f"episode {episode_id} is not approved; approve it first: "
                 f"jobstate approve --episode {episode_id} --by NAME"
             )
-        refs = {a.remote_ref for s in submissions(store, episode_id).values() for a in s if a.remote_ref}
+        refs = {a.remote_ref for s in found.steps.values() for a in s if a.remote_ref}
         record = {
             **episode.to_yaml_dict(),
             "status": "completed",
             "completed_at": format_time(store.now()),
             "approval": decision.to_yaml_dict(),
             "remote_refs": sorted(refs),
-            "cost_totals": totals(cost_entries(store, episode_id)),
-            "artifacts": {path: a.to_yaml() for path, a in artifacts(store, episode_id).items()},
+            "cost_totals": totals(found.costs),
+            "artifacts": {path: a.to_yaml() for path, a in found.artifacts.items()},
         }
         path = history_path(episode_id)
         return record_change(store, episode_id, {path: record}, f"complete {episode_id}", result=record)

@@ -5,26 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from jobstate.core.costs import totals
-from jobstate.core.layout import history_path
 from jobstate.core.records import AttemptState, Episode
 from jobstate.core.status import episode_status, step_status
 from jobstate.paid.leftovers import running_steps
 from jobstate.paid.staging import kept_outputs
-from jobstate.store.episode_files import approval, artifacts, cost_entries, submissions
+from jobstate.store.episode_files import episode_records
 from jobstate.store.private import refused_reports
 from jobstate.store.store import Store
-from jobstate.store.yamlio import load_file
 
 
 def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]:
     """The episode's fields with its status now; with ``records``, its submissions, costs, artifacts,
     approval and completion too. This is a read-only operation."""
     eid = episode.episode_id
-    steps = submissions(store, eid)
-    decision = approval(store, eid)
+    found = episode_records(store, eid)  # a legacy episode.yaml's costs, decision and artifacts included
+    steps, decision = found.steps, found.approval
     # only steps with a record: a run holds its step lock only a moment before its intent is committed
     running = running_steps(store, eid, steps=steps)
-    completed = store.path(history_path(eid)).is_file()
+    completed = found.completed_at is not None
     out = episode.to_yaml_dict()
     out["status"] = episode_status(steps=steps, approval=decision, completed=completed, running=set(running))
     done = {name: {a.number for a in attempts if a.state == AttemptState.COMPLETED} for name, attempts in steps.items()}
@@ -38,7 +36,7 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
         out["refused_reports"] = refused
     if not records:
         return out
-    entries = cost_entries(store, eid)
+    entries = found.costs
     out["steps"] = {
         name: {
             "status": step_status(attempts, running=name in running),
@@ -48,9 +46,8 @@ def describe(store: Store, episode: Episode, *, records: bool) -> dict[str, Any]
     }
     out["costs"] = [e.to_yaml_dict() for e in entries]
     out["cost_totals"] = totals(entries)
-    out["artifacts"] = {path: a.to_yaml() for path, a in artifacts(store, eid).items()}
+    out["artifacts"] = {path: a.to_yaml() for path, a in found.artifacts.items()}
     out["approval"] = None if decision is None else decision.to_yaml_dict()
     if completed:
-        history = load_file(store.path(history_path(eid)), history_path(eid))
-        out["completed_at"] = history.get("completed_at") if isinstance(history, dict) else None
+        out["completed_at"] = found.completed_at
     return out

@@ -2,48 +2,53 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from jobstate.core.approvals import Decision, approvals_from_yaml_dict
-from jobstate.core.artifacts import Artifact, artifacts_from_yaml_dict
-from jobstate.core.attempts import Steps, submissions_from_yaml_dict, submissions_to_yaml_dict
-from jobstate.core.costs import CostEntry, costs_from_yaml_dict
-from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, SUBMISSIONS, history_path, record_path
+from jobstate.core.artifacts import Artifact
+from jobstate.core.attempts import Steps, submissions_to_yaml_dict
+from jobstate.core.costs import CostEntry
+from jobstate.core.episode_records import EpisodeRecords
+from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, SUBMISSIONS, record_path
 from jobstate.core.model import episode_change
 from jobstate.errors import ModelRefused
+from jobstate.git.snapshot import WorkTree
+from jobstate.store.episode_reader import Overlay, read_episode
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange
-from jobstate.store.yamlio import dumps, load_file, loads
+from jobstate.store.yamlio import dumps, load_file
 
 T = TypeVar("T")
 
 
+def episode_records(store: Store, episode_id: str) -> EpisodeRecords:
+    """Everything the episode records in the work tree, legacy fields included (the guard has checked the
+    work tree is as committed). Read-only."""
+    return read_episode(WorkTree(store.root), episode_id)
+
+
+def _file(store: Store, episode_id: str, leaf: str) -> EpisodeRecords:
+    # one record file as it is, through the same reader: what a writer appends to and writes back
+    return read_episode(WorkTree(store.root), episode_id, present={record_path(episode_id, leaf)})
+
+
 def submissions(store: Store, episode_id: str) -> Steps:
     """Attempts per step, from submissions.yaml (a malformed one is StateInvalid, exit 7). Read-only."""
-    rel = record_path(episode_id, SUBMISSIONS)
-    path = store.path(rel)
-    if not path.exists():
-        return {}
-    return submissions_from_yaml_dict(load_file(path, rel), rel)
+    return _file(store, episode_id, SUBMISSIONS).steps
 
 
 def cost_entries(store: Store, episode_id: str) -> list[CostEntry]:
-    """The cost ledger of an episode, oldest first. Read-only."""
-    rel = record_path(episode_id, COSTS)
-    path = store.path(rel)
-    return costs_from_yaml_dict(load_file(path, rel), rel) if path.exists() else []
+    """The entries of costs.yaml, oldest first (a legacy episode.yaml's are in ``records``). Read-only."""
+    return _file(store, episode_id, COSTS).costs
 
 
 def artifacts(store: Store, episode_id: str) -> dict[str, Artifact]:
-    """Recorded artifacts by path relative to the episode directory. Read-only."""
-    rel = record_path(episode_id, ARTIFACTS)
-    path = store.path(rel)
-    return artifacts_from_yaml_dict(load_file(path, rel), rel) if path.exists() else {}
+    """artifacts.yaml, by path relative to the episode directory. Read-only."""
+    return _file(store, episode_id, ARTIFACTS).artifacts
 
 
 def approval_file(store: Store, episode_id: str) -> tuple[list[Decision], dict[str, Any]]:
-    """The review decisions, oldest first, and the file as read (empty when absent). Read-only."""
+    """The decisions of approval.yaml, oldest first, and the file as read (empty when absent). Read-only."""
     rel = record_path(episode_id, APPROVAL)
     path = store.path(rel)
     if not path.exists():
@@ -53,62 +58,16 @@ def approval_file(store: Store, episode_id: str) -> tuple[list[Decision], dict[s
 
 
 def approval(store: Store, episode_id: str) -> Decision | None:
-    """The latest review decision, or None. Read-only."""
-    found, _data = approval_file(store, episode_id)
-    return found[-1] if found else None
-
-
-@dataclass
-class _Records:
-    """One episode's records as the lifecycle model reads them (core.model.Records)."""
-
-    episode_id: str
-    allocation_key: str | None = None
-    allocated_at: str | None = None
-    steps: Steps = field(default_factory=dict)
-    costs: list[CostEntry] = field(default_factory=list)
-    decisions: list[Decision] = field(default_factory=list)
-    artifacts: dict[str, Artifact] = field(default_factory=dict)
-    history: dict[str, Any] | None = None
-    blobs: dict[str, str] = field(default_factory=dict)
-    legacy_approval: bool = False
-
-    @property
-    def completed_at(self) -> str | None:
-        return None if self.history is None else str(self.history.get("completed_at"))
-
-
-def _records(store: Store, episode_id: str) -> _Records:
-    """The episode's records as committed (the guard has checked the work tree is)."""
-    history = store.path(history_path(episode_id))
-    return _Records(
-        episode_id,
-        steps=submissions(store, episode_id),
-        costs=cost_entries(store, episode_id),
-        decisions=approval_file(store, episode_id)[0],
-        artifacts=artifacts(store, episode_id),
-        history=load_file(history, history_path(episode_id)) if history.exists() else None,
-    )
+    """The latest review decision (a legacy episode.yaml's included), or None. Read-only."""
+    return episode_records(store, episode_id).approval
 
 
 def _check_model(store: Store, episode_id: str, files: dict[str, bytes | None]) -> None:
     """Every change a command writes goes through the lifecycle model first: what it refuses, no
     command writes (and verify and diff flag, through the same functions)."""
-    old = _records(store, episode_id)
-    new = replace(old, steps=dict(old.steps), decisions=list(old.decisions))
-    for rel, data in files.items():
-        if data is None:
-            continue
-        if rel == record_path(episode_id, SUBMISSIONS):
-            new.steps = submissions_from_yaml_dict(loads(data, rel), rel)
-        elif rel == record_path(episode_id, COSTS):
-            new.costs = costs_from_yaml_dict(loads(data, rel), rel)
-        elif rel == record_path(episode_id, APPROVAL):
-            new.decisions = approvals_from_yaml_dict(loads(data, rel), rel)
-        elif rel == record_path(episode_id, ARTIFACTS):
-            new.artifacts = artifacts_from_yaml_dict(loads(data, rel), rel)
-        elif rel == history_path(episode_id):
-            new.history = loads(data, rel)
+    work_tree = WorkTree(store.root)
+    old = read_episode(work_tree, episode_id)
+    new = read_episode(Overlay(work_tree, files), episode_id)
     refused = episode_change(old, new)
     if refused:
         first = refused[0]
