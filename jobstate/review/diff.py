@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
+from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.layout import PRIVATE
 from jobstate.core.model import Violation, appended, tracked_private
 from jobstate.core.money import sum_by_currency
@@ -23,7 +24,7 @@ from jobstate.git.signing import signers_by_file
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
 from jobstate.review.changes import migrated_from, range_violations, state_violations
-from jobstate.review.revision import EpisodeView, StateView, read_state
+from jobstate.review.revision import StateView, read_state
 from jobstate.review.vanished import find_vanished, tombstones_at
 from jobstate.review.verify import collect, preservation
 
@@ -100,7 +101,7 @@ def _by_currency(rows: list[dict[str, Any]]) -> dict[str, str]:
     return sum_by_currency((str(row["amount"]), str(row["currency"])) for row in rows)
 
 
-def _order(view: EpisodeView) -> tuple[str, int, str]:
+def _order(view: EpisodeRecords) -> tuple[str, int, str]:
     return (view.period_id, view.sequence, view.episode_id)
 
 
@@ -124,7 +125,7 @@ def _attempt_events(old: Attempt | None, new: Attempt) -> list[str]:
     return events
 
 
-def _steps(eid: str, old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
+def _steps(eid: str, old: EpisodeRecords | None, new: EpisodeRecords, diff: Diff) -> None:
     def first_start(step: str) -> str:
         attempts = new.steps.get(step)
         return str(attempts[0].get("started_at") or "") if attempts else ""
@@ -157,7 +158,7 @@ def _row(eid: str, record: tuple[Any, ...], names: tuple[str, ...], **extra: Any
     return {"episode_id": eid, **extra, **{name: getattr(record, name) for name in names}}
 
 
-def _episode(old: EpisodeView | None, new: EpisodeView, diff: Diff) -> None:
+def _episode(old: EpisodeRecords | None, new: EpisodeRecords, diff: Diff) -> None:
     eid = new.episode_id
     _steps(eid, old, new, diff)
     costs = appended(old.costs if old else [], new.costs)

@@ -9,27 +9,18 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
-from jobstate.core.approvals import Decision, approvals_from_yaml_dict, legacy_decision
-from jobstate.core.artifacts import Artifact, artifact_map, artifacts_from_yaml_dict
-from jobstate.core.attempts import Steps, submissions_from_yaml_dict
 from jobstate.core.budget import Budget
-from jobstate.core.costs import CostEntry, cost_list, costs_from_yaml_dict
+from jobstate.core.episode_records import HISTORY, EpisodeRecords, Problems, new_records
 from jobstate.core.layout import CONFIG_FILE, RECORD_FILES
 from jobstate.core.model import Settings
-from jobstate.core.periods import parse_episode_id, parse_period
-from jobstate.core.records import episode_from_yaml_dict
-from jobstate.core.status import episode_status
-from jobstate.errors import StateInvalid, UsageError
+from jobstate.errors import StateInvalid
 from jobstate.git.snapshot import Revision, locate
 from jobstate.store.config import config_from_text
-from jobstate.store.yamlio import loads
+from jobstate.store.episode_reader import read_episode
 
-T = TypeVar("T")
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
 
 
@@ -56,106 +47,16 @@ class Ticker:
 
 
 @dataclass
-class EpisodeView:
-    """What one episode records at one revision (current and legacy layouts alike)."""
-
-    episode_id: str
-    period_id: str
-    sequence: int
-    allocation_key: str | None = None
-    allocated_at: str | None = None
-    legacy: bool = False
-    steps: Steps = field(default_factory=dict)
-    costs: list[CostEntry] = field(default_factory=list)  # a legacy episode.yaml's first
-    decisions: list[Decision] = field(default_factory=list)
-    artifacts: dict[str, Artifact] = field(default_factory=dict)
-    history: dict[str, Any] | None = None
-    migration: dict[str, Any] | None = None
-    legacy_completed_at: str | None = None
-    legacy_approval: bool = False
-    blobs: dict[str, str] = field(default_factory=dict)  # every file of the episode -> Git blob ID
-
-    @property
-    def completed_at(self) -> str | None:
-        """When the episode was completed, or None."""
-        if self.history is not None and self.history.get("completed_at") is not None:
-            return str(self.history["completed_at"])
-        return self.legacy_completed_at
-
-    @property
-    def status(self) -> str:
-        """Derived from the records: see ``status.episode_status``."""
-        latest = self.decisions[-1] if self.decisions else None
-        return episode_status(steps=self.steps, approval=latest, completed=self.completed_at is not None)
-
-
-@dataclass
 class StateView:
     """Every episode of one revision."""
 
     rev: str
     commit: str
-    episodes: dict[str, EpisodeView] = field(default_factory=dict)
+    episodes: dict[str, EpisodeRecords] = field(default_factory=dict)
     unreadable: list[str] = field(default_factory=list)
     budget: Budget | None = None  # budget: of jobstate.yaml at this revision
     settings: Settings | None = None  # what the lifecycle model compares of jobstate.yaml
     config_text: bytes = b""  # jobstate.yaml as it is: any change to it is shown
-
-
-def _period_and_sequence(name: str) -> tuple[str, int, bool] | None:
-    try:
-        period, sequence = parse_episode_id(name)
-        return period.id, sequence, False
-    except UsageError:
-        pass
-    try:
-        return parse_period(name).id, 0, True
-    except UsageError:
-        return None
-
-
-def _reporting(read: Callable[[list[str]], T], source: str, unreadable: list[str]) -> T:
-    # a malformed record is listed and left out; the rest of the file is reviewed
-    found: list[str] = []
-    value = read(found)
-    unreadable += [f"{source}: {problem}" for problem in found]
-    return value
-
-
-def _fill(view: EpisodeView, name: str, data: Any, source: str, unreadable: list[str]) -> None:
-    if name == "episode.yaml":
-        if not isinstance(data, dict):
-            raise StateInvalid("expected a mapping of episode fields")
-        if "episode_id" in data:
-            view.legacy = False
-            # the strict reader: a key or ID the writer would refuse makes the file unreadable here too
-            view.allocation_key = episode_from_yaml_dict(data, source, view.episode_id).allocation_key
-            view.allocated_at = str(data.get("allocated_at"))
-            view.migration = data.get("migration") if isinstance(data.get("migration"), dict) else None
-        # legacy fields, kept byte for byte by a migration
-        view.costs += _reporting(
-            lambda found: cost_list(data.get("costs"), source, found, legacy=True), source, unreadable
-        )
-        legacy = legacy_decision(data.get("approval"))
-        if legacy is not None:
-            view.decisions.insert(0, legacy)
-        view.legacy_approval = "approval" in data
-        if data.get("completed_at") is not None:
-            view.legacy_completed_at = str(data["completed_at"])
-        view.artifacts.update(
-            _reporting(lambda found: artifact_map(data.get("artifacts"), source, found), source, unreadable)
-        )
-    elif name == "submissions.yaml":
-        view.steps = _reporting(lambda found: submissions_from_yaml_dict(data, source, found), source, unreadable)
-    elif name == "costs.yaml":
-        entries = _reporting(lambda found: costs_from_yaml_dict(data, source, found), source, unreadable)
-        view.costs = [c for c in view.costs if c.legacy] + entries
-    elif name == "approval.yaml":
-        view.decisions += approvals_from_yaml_dict(data, source)
-    elif name == "artifacts.yaml":
-        view.artifacts.update(
-            _reporting(lambda found: artifacts_from_yaml_dict(data, source, found), source, unreadable)
-        )
 
 
 def _settings(snap: Revision, view: StateView) -> None:
@@ -179,6 +80,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
     snap = Revision(locate(path), rev)
     try:
         view = StateView(rev, snap.commit)
+        blobs: dict[str, dict[str, str]] = {}
         _settings(snap, view)
         if only is None:
             files = snap.files()
@@ -187,43 +89,37 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
                 sorted(f"history/{n}.yaml" for n in only)
             )
             files = snap.files(wanted_paths) if wanted_paths else {}
-        wanted: list[tuple[str, str, str]] = []  # path, episode name, file name
+        by_name: dict[str, list[str]] = {}  # episode -> the record files it has here
         for p, entry in sorted(files.items()):
             parts = p.split("/")
             if parts[0] == "state" and len(parts) >= 3:
                 name, leaf = parts[1], "/".join(parts[2:])
             elif parts[0] == "history" and len(parts) == 2 and p.endswith(".yaml"):
-                name, leaf = parts[1][:-5], "history"
+                name, leaf = parts[1][:-5], HISTORY
             else:
                 continue
-            found = _period_and_sequence(name)
-            if found is None or (only is not None and name not in only):
+            if (only is not None and name not in only) or new_records(name) is None:
                 continue
-            if name not in view.episodes:
-                view.episodes[name] = EpisodeView(name, found[0], found[1], legacy=found[2])
+            by_name.setdefault(name, [])
             assert entry.blob is not None
-            view.episodes[name].blobs[p] = entry.blob
-            if leaf == "history" or leaf in RECORD_FILES:
-                wanted.append((p, name, leaf))
-        # episode.yaml first: the legacy fields it carries come before the record files
-        wanted.sort(key=lambda w: (w[1], w[2] != "episode.yaml", w[2]))
-        ticker = Ticker(f"reading {rev}:", len(wanted), progress)
+            blobs.setdefault(name, {})[p] = entry.blob
+            if leaf == HISTORY or leaf in RECORD_FILES:
+                by_name[name].append(p)
+        ticker = Ticker(f"reading {rev}:", sum(len(paths) for paths in by_name.values()), progress)
         try:
-            for start in range(0, len(wanted), _CHUNK):
-                chunk = wanted[start : start + _CHUNK]
-                snap.prefetch([p for p, _n, _l in chunk])
-                for p, name, leaf in chunk:
-                    try:
-                        data = loads(snap.read(p), p)
-                        if leaf == "history":
-                            if not isinstance(data, dict):
-                                raise StateInvalid("expected a mapping")
-                            view.episodes[name].history = data
-                        else:
-                            _fill(view.episodes[name], leaf, data, p, view.unreadable)
-                    except StateInvalid as exc:
-                        view.unreadable.append(f"{p}: {str(exc).removeprefix(p + ': ')}")
-                ticker.add(len(chunk))
+            names = sorted(by_name)
+            while names:
+                chunk = [names.pop(0)]
+                while names and sum(len(by_name[n]) for n in chunk) + len(by_name[names[0]]) <= _CHUNK:
+                    chunk.append(names.pop(0))
+                snap.prefetch([p for n in chunk for p in by_name[n]])
+                for name in chunk:
+                    found: Problems = []
+                    records = read_episode(snap, name, present=set(by_name[name]), problems=found)
+                    records.blobs = blobs[name]
+                    view.episodes[name] = records
+                    view.unreadable += [f"{path}: {message}" for path, message in found]
+                    ticker.add(len(by_name[name]))
         finally:
             ticker.finish()
         return view
