@@ -61,10 +61,13 @@ class EpisodeRecords:
 
     @property
     def completed_at(self) -> str | None:
-        """When the episode was completed (its history file, or a legacy episode.yaml), or None."""
+        """When the episode was completed (a legacy episode.yaml, kept by a migration, or its history file),
+        or None; verify names a history file that disagrees."""
+        if self.legacy_completed_at is not None:
+            return self.legacy_completed_at
         if self.history is not None and self.history.get("completed_at") is not None:
             return time_text(self.history["completed_at"]) or str(self.history["completed_at"])
-        return self.legacy_completed_at
+        return None
 
     @property
     def approval(self) -> Decision | None:

@@ -8,10 +8,11 @@ from decimal import Decimal
 from jobstate.core.attempts import Attempt
 from jobstate.core.budget import Budget, budget_period
 from jobstate.core.costs import still_held
+from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
 from jobstate.errors import UsageError
-from jobstate.review.facts import Facts, Problem
+from jobstate.review.problem import Problem
 
 
 def check_settlement(attempt: Attempt, path: str, problems: list[Problem]) -> None:
@@ -34,7 +35,7 @@ def check_settlement(attempt: Attempt, path: str, problems: list[Problem]) -> No
         )
 
 
-def check_budgets(budget: Budget | None, facts: dict[str, Facts], problems: list[Problem]) -> None:
+def check_budgets(budget: Budget | None, facts: dict[str, EpisodeRecords], problems: list[Problem]) -> None:
     """Spend plus open reservations of every budget period within its caps (errors name period and currency)."""
     if budget is None:
         return

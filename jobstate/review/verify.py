@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobstate.core.approvals import approvals_from_yaml_dict
-from jobstate.core.artifacts import artifacts_from_yaml_dict
-from jobstate.core.attempts import submissions_from_yaml_dict
+from jobstate.core.artifacts import artifact_map
 from jobstate.core.clock import time_text
-from jobstate.core.costs import costs_from_yaml_dict
+from jobstate.core.episode_records import EpisodeRecords, Problems, fill, legacy_fields
 from jobstate.core.layout import (
     APPROVAL,
     ARTIFACTS,
@@ -36,6 +34,7 @@ from jobstate.core.layout import (
 from jobstate.core.model import attempts_violations, completion_problems, tracked_private
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import is_period, parse_period
+from jobstate.core.preservation import compare
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
@@ -46,16 +45,7 @@ from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
 from jobstate.review.changes import change_violations
 from jobstate.review.escape import shell_command
-from jobstate.review.facts import (
-    Facts,
-    Problem,
-    artifacts_of,
-    compare,
-    decided,
-    fill_from_episode_fields,
-    legacy_facts,
-    read_reporting,
-)
+from jobstate.review.problem import Problem, problems_of
 from jobstate.review.vanished import (
     catalog_knowledge,
     find_vanished,
@@ -144,7 +134,7 @@ def _size(n: int) -> str:
 
 def collect(
     snap: Snapshot, *, hash_artifacts: bool = True, workers: int | None = None
-) -> tuple[dict[str, Facts], Report]:
+) -> tuple[dict[str, EpisodeRecords], Report]:
     """Read every episode of a snapshot, check it, and return its facts and the report. Read-only."""
     report = Report(source=snap.label)
     problems = report.problems
@@ -182,7 +172,7 @@ def collect(
         stone = _check_tombstone(snap, name, path, report.present, problems)
         if stone is not None:
             retired_keys[stone.allocation_key] = name
-    facts: dict[str, Facts] = {}
+    facts: dict[str, EpisodeRecords] = {}
     to_hash: list[tuple[str, str, tuple[str, int | None]]] = []
     for name in sorted(by_dir):
         f = _collect_episode(snap, name, set(by_dir[name]), files, problems)
@@ -221,7 +211,7 @@ def _check_config(snap: Snapshot, problems: list[Problem]) -> Config | None:
 
 def _collect_episode(
     snap: Snapshot, name: str, paths: set[str], files: dict[str, Any], problems: list[Problem]
-) -> Facts | None:
+) -> EpisodeRecords | None:
     base = episode_dir(name)
     episode_path = f"{base}/episode.yaml"
     for path in sorted(paths):
@@ -241,24 +231,28 @@ def _collect_episode(
         problems.append(
             Problem(base, f"legacy week-only ID {name}: run jobstate migrate to give it a versioned ID", "warning")
         )
-        f = legacy_facts(name, data, episode_path, problems)
+        f = EpisodeRecords(name, period_id=name, legacy=True, has_episode_file=True)
+        _legacy_fields(f, data, episode_path, problems)
         _collect_records(snap, f, base, paths, problems)
         return f
     episode = _strictly(episode_path, problems, lambda: episode_from_yaml_dict(data, episode_path, name))
     if episode is None:
         return None
-    f = Facts(
+    f = EpisodeRecords(
         episode.episode_id,
         period_id=episode.period_id,
         sequence=episode.sequence,
+        episode=episode,
         allocation_key=episode.allocation_key,
+        allocated_at=episode.allocated_at,
+        has_episode_file=True,
     )
-    fill_from_episode_fields(f, data, episode_path, problems)
+    _legacy_fields(f, data, episode_path, problems)
     _collect_records(snap, f, base, paths, problems)
     return f
 
 
-def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], problems: list[Problem]) -> None:
+def _collect_records(snap: Snapshot, f: EpisodeRecords, base: str, paths: set[str], problems: list[Problem]) -> None:
     for path in (f"{base}/{name}" for name in _COLLECT):
         if path not in paths:
             continue
@@ -277,34 +271,30 @@ def _collect_records(snap: Snapshot, f: Facts, base: str, paths: set[str], probl
         problems.append(Problem(path, "file is not a jobstate record nor a recorded artifact", "warning"))
 
 
-def _collect_costs(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    f.costs += read_reporting(path, problems, lambda found: costs_from_yaml_dict(data, path, found)) or []
+def _legacy_fields(f: EpisodeRecords, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
+    found: Problems = []
+    legacy_fields(f, data, path, found)
+    problems += problems_of(found)
 
 
-def _collect_artifacts(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    f.artifacts.update(read_reporting(path, problems, lambda found: artifacts_from_yaml_dict(data, path, found)) or {})
+def _collect_file(f: EpisodeRecords, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
+    # the one normaliser (core.episode_records.fill): a malformed part is a problem, left out
+    found: Problems = []
+    try:
+        fill(f, path.rsplit("/", 1)[1], data, path, found)
+    except StateInvalid as exc:
+        found.append((path, str(exc).removeprefix(f"{path}: ")))
+    problems += problems_of(found)
 
 
-def _collect_approval(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    decisions = read_reporting(path, problems, lambda _found: approvals_from_yaml_dict(data, path))
-    if decisions:
-        f.decisions += decisions
-        f.approval = decided(decisions[-1])
-
-
-def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    steps = read_reporting(path, problems, lambda found: submissions_from_yaml_dict(data, path, found)) or {}
-    f.steps = steps
+def _collect_submissions(f: EpisodeRecords, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
+    _collect_file(f, data, path, problems)
+    steps = f.steps
     problems += [Problem(path, f"{v.field}: {v.rule}") for v in attempts_violations(f.episode_id, steps)]
     for step, attempts in steps.items():
         for attempt in attempts:
-            if attempt.remote_ref:
-                f.remote_refs.append(attempt.remote_ref)
             check_settlement(attempt, path, problems)
-            if attempt.reservation is not None:
-                f.reservations.append(attempt)
         if attempts and attempts[-1].state == AttemptState.INTENT:
-            f.unknown_steps.append(str(step))
             problems.append(
                 Problem(
                     path,
@@ -315,15 +305,17 @@ def _collect_submissions(f: Facts, data: dict[str, Any], path: str, problems: li
             )
 
 
-_COLLECT: dict[str, Callable[[Facts, dict[str, Any], str, list[Problem]], None]] = {
-    COSTS: _collect_costs,
+_COLLECT: dict[str, Callable[[EpisodeRecords, dict[str, Any], str, list[Problem]], None]] = {
+    COSTS: _collect_file,
     SUBMISSIONS: _collect_submissions,
-    ARTIFACTS: _collect_artifacts,
-    APPROVAL: _collect_approval,
+    ARTIFACTS: _collect_file,
+    APPROVAL: _collect_file,
 }
 
 
-def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts], problems: list[Problem]) -> None:
+def _check_history(
+    snap: Snapshot, name: str, path: str, facts: dict[str, EpisodeRecords], problems: list[Problem]
+) -> None:
     data = _load(snap, path, problems)
     if data is None:
         return
@@ -334,11 +326,11 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
     if is_period(name) and "episode_id" not in data:
         problems.append(Problem(path, f"legacy week-only history {name}: run jobstate migrate", "warning"))
         if episode is None:
-            hist = Facts(name, legacy=True, period_id=name)
-            fill_from_episode_fields(hist, data, path, problems)
+            hist = EpisodeRecords(name, period_id=name, legacy=True)
+            _legacy_fields(hist, data, path, problems)
             facts[name] = hist
         elif data.get("completed_at") is not None:
-            episode.completed_at = episode.completed_at or time_text(data["completed_at"])
+            episode.legacy_completed_at = episode.legacy_completed_at or time_text(data["completed_at"])
         _compare_history_artifacts(data, path, episode, problems)
         return
     try:
@@ -347,10 +339,10 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         problems.append(Problem(path, str(exc).removeprefix(f"{path}: ")))
         return
     if episode is None:
-        hist = Facts(
+        hist = EpisodeRecords(
             name, period_id=recorded.period_id, sequence=recorded.sequence, allocation_key=recorded.allocation_key
         )
-        fill_from_episode_fields(hist, data, path, problems)
+        _legacy_fields(hist, data, path, problems)
         facts[name] = hist
         return
     for attr in ("period_id", "sequence", "allocation_key"):
@@ -362,8 +354,6 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
         problems.append(Problem(path, "completed_at missing"))
     elif episode.completed_at is not None and episode.completed_at != completed:
         problems.append(Problem(path, f"completed_at {completed} disagrees with state/{name}: {episode.completed_at}"))
-    else:
-        episode.completed_at = completed
     episode.history = data
     problems += [
         Problem(path, f"{v.rule} ({v.field}: records {v.old!r}, history {v.new!r})")
@@ -372,17 +362,25 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
     _compare_history_artifacts(data, path, episode, problems)
 
 
-def _compare_history_artifacts(data: dict[str, Any], path: str, episode: Facts | None, problems: list[Problem]) -> None:
+def _compare_history_artifacts(
+    data: dict[str, Any], path: str, episode: EpisodeRecords | None, problems: list[Problem]
+) -> None:
     if episode is None or data.get("artifacts") is None:
         return
-    listed = {k: a.sha256 for k, a in artifacts_of(data.get("artifacts"), path, problems).items()}
+    found: list[str] = []
+    try:
+        listed = {k: a.sha256 for k, a in artifact_map(data.get("artifacts"), path, found).items()}
+    except StateInvalid as exc:
+        found.append(str(exc).removeprefix(f"{path}: "))
+        listed = {}
+    problems += [Problem(path, message) for message in found]
     actual = {k: a.sha256 for k, a in episode.artifacts.items()}
     if listed != actual:
         missing = sorted(set(listed.items()) ^ set(actual.items()))
         problems.append(Problem(path, f"artifacts disagree with state/{episode.episode_id}: {missing[0][0]}"))
 
 
-def _check_period_kind(kind: str, facts: dict[str, Facts], problems: list[Problem]) -> None:
+def _check_period_kind(kind: str, facts: dict[str, EpisodeRecords], problems: list[Problem]) -> None:
     for name, f in sorted(facts.items()):
         if f.legacy or not f.period_id:
             continue
@@ -415,7 +413,7 @@ def _check_tombstone(
     return stone
 
 
-def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem], retired_keys: dict[str, str]) -> None:
+def _check_uniqueness(facts: dict[str, EpisodeRecords], problems: list[Problem], retired_keys: dict[str, str]) -> None:
     seen: dict[tuple[str, int], str] = {}
     keys: dict[str, list[str]] = {}
     for name, f in sorted(facts.items()):
@@ -589,7 +587,7 @@ def verify(
     return report
 
 
-def preservation(cwd: Path, base: str, moves: dict[str, str], facts: dict[str, Facts]) -> list[str]:
+def preservation(cwd: Path, base: str, moves: dict[str, str], facts: dict[str, EpisodeRecords]) -> list[str]:
     """The proof a migration must pass, over the migrated episodes (new ID -> legacy ID in ``base``):
     what they record is kept exactly. Other changes are the lifecycle model's business."""
     if not moves:
