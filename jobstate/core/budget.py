@@ -8,11 +8,14 @@ episode's period, so a weekly episode counts in the month its Monday falls in.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
+from jobstate.core.attempts import Attempt
+from jobstate.core.costs import CostEntry, still_held
 from jobstate.core.money import validate_amount, validate_currency
 from jobstate.core.periods import Period, parse_period, period_of
 from jobstate.errors import BudgetExceeded, StateInvalid, UsageError
@@ -110,6 +113,33 @@ def episode_periods(budget_period_id: str, period_kind: str) -> list[str]:
         if pid.id not in out and budget_period(pid, target.kind) == target:
             out.append(pid.id)
     return out
+
+
+# one episode as a budget sees it: its period, its cost ledger, its attempts per step
+Spending = tuple[str, Sequence[CostEntry], Mapping[str, Sequence[Attempt]]]
+
+
+def spent_and_held(episodes: Iterable[Spending], per: str) -> dict[tuple[str, str], tuple[Decimal, Decimal]]:
+    """(budget period, currency) -> (spent, still held in open reservations), over ``episodes``: the one
+    sum behind a step's budget decision, ``jobstate budget``, ``report``, ``diff`` and ``verify``. A legacy
+    week-only episode counts in its week; a name that is no period is left out."""
+    spent: dict[tuple[str, str], Decimal] = {}
+    held: dict[tuple[str, str], Decimal] = {}
+    for period_id, costs, steps in episodes:
+        try:
+            period = budget_period(parse_period(period_id), per).id
+        except UsageError:
+            continue
+        for entry in costs:
+            slot = (period, entry.currency)
+            spent[slot] = spent.get(slot, Decimal(0)) + Decimal(entry.amount)
+        for attempts in steps.values():
+            for attempt in attempts:
+                holds = still_held(attempt, costs, attempts)
+                if holds is not None:
+                    slot = (period, holds.currency)
+                    held[slot] = held.get(slot, Decimal(0)) + Decimal(holds.amount)
+    return {slot: (spent.get(slot, Decimal(0)), held.get(slot, Decimal(0))) for slot in sorted(set(spent) | set(held))}
 
 
 @dataclass(frozen=True)

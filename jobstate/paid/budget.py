@@ -9,12 +9,11 @@ from __future__ import annotations
 import os
 from decimal import Decimal
 
-from jobstate.core.budget import Budget, Usage, episode_periods
-from jobstate.core.costs import still_held
+from jobstate.core.budget import Budget, Usage, episode_periods, spent_and_held
 from jobstate.core.layout import STATE
 from jobstate.core.periods import parse_episode_id
 from jobstate.errors import UsageError
-from jobstate.store.episode_files import cost_entries, submissions
+from jobstate.store.episode_files import episode_records
 from jobstate.store.store import Store
 
 
@@ -34,26 +33,17 @@ def _episodes_in(store: Store, period_ids: list[str]) -> list[str]:
 
 def usage(store: Store, budget: Budget, period_id: str) -> dict[str, Usage]:
     """Cap, spent and reserved per currency of one budget period. Read-only."""
-    spent: dict[str, Decimal] = {}
-    reserved: dict[str, Decimal] = {}
+    episodes = []
     for eid in _episodes_in(store, episode_periods(period_id, store.config.period)):
-        entries = cost_entries(store, eid)
-        for entry in entries:
-            spent[entry.currency] = spent.get(entry.currency, Decimal(0)) + Decimal(entry.amount)
-        for attempts in submissions(store, eid).values():
-            for attempt in attempts:
-                held = still_held(attempt, entries, attempts)
-                if held is not None:
-                    amount, currency = held
-                    reserved[currency] = reserved.get(currency, Decimal(0)) + Decimal(amount)
-    currencies = sorted(set(budget.limits) | set(spent) | set(reserved))
+        found = episode_records(store, eid)
+        episodes.append((found.period_id, found.costs, found.steps))
+    used = {currency: use for (_period, currency), use in spent_and_held(episodes, budget.per).items()}
     return {
         c: Usage(
             period_id,
             c,
             Decimal(budget.limits[c]) if c in budget.limits else Decimal(0),
-            spent.get(c, Decimal(0)),
-            reserved.get(c, Decimal(0)),
+            *used.get(c, (Decimal(0), Decimal(0))),
         )
-        for c in currencies
+        for c in sorted(set(budget.limits) | set(used))
     }

@@ -6,12 +6,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 from jobstate.core.attempts import Attempt
-from jobstate.core.budget import Budget, budget_period
-from jobstate.core.costs import still_held
+from jobstate.core.budget import Budget, spent_and_held
 from jobstate.core.episode_records import EpisodeRecords
-from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
-from jobstate.errors import UsageError
 from jobstate.review.problem import Problem
 
 
@@ -39,21 +36,8 @@ def check_budgets(budget: Budget | None, facts: dict[str, EpisodeRecords], probl
     """Spend plus open reservations of every budget period within its caps (errors name period and currency)."""
     if budget is None:
         return
-    used: dict[tuple[str, str], Decimal] = {}
-    for f in facts.values():
-        if f.legacy or not f.period_id:
-            continue
-        try:
-            period = budget_period(parse_period(f.period_id), budget.per).id
-        except UsageError:
-            continue
-        for cost in f.costs:
-            used[(period, cost.currency)] = used.get((period, cost.currency), Decimal(0)) + Decimal(cost.amount)
-        for attempt in f.reservations:
-            held = still_held(attempt, f.costs, f.reservations)
-            if held is not None:
-                amount, currency = held
-                used[(period, currency)] = used.get((period, currency), Decimal(0)) + Decimal(amount)
+    episodes = ((f.period_id, f.costs, f.steps) for f in facts.values())
+    used = {slot: spent + held for slot, (spent, held) in spent_and_held(episodes, budget.per).items()}
     for (period, currency), total in sorted(used.items()):
         cap = budget.limits.get(currency)
         if cap is None:

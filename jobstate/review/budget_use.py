@@ -6,8 +6,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from jobstate.core.budget import Budget, budget_period
-from jobstate.core.costs import still_held
+from jobstate.core.budget import Budget, budget_period, spent_and_held
 from jobstate.core.periods import parse_period
 from jobstate.errors import UsageError
 
@@ -22,21 +21,9 @@ def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[d
     if budget is None:
         return []
     wanted = None if periods is None else {_budget_period(p, budget) for p in periods}
-    spent: dict[tuple[str, str], Decimal] = {}
-    held: dict[tuple[str, str], Decimal] = {}
-    for view in state.episodes.values():
-        bp = _budget_period(view.period_id, budget)
-        if bp is None or (wanted is not None and bp not in wanted):
-            continue
-        for entry in view.costs:
-            slot = (bp, entry.currency)
-            spent[slot] = spent.get(slot, Decimal(0)) + Decimal(entry.amount)
-        for attempts in view.steps.values():
-            for attempt in attempts:
-                holds = still_held(attempt, view.costs, attempts)
-                if holds is not None:
-                    slot = (bp, holds.currency)
-                    held[slot] = held.get(slot, Decimal(0)) + Decimal(holds.amount)
+    used = spent_and_held(((v.period_id, v.costs, v.steps) for v in state.episodes.values()), budget.per)
+    spent = {slot: s for slot, (s, _r) in used.items() if wanted is None or slot[0] in wanted}
+    held = {slot: r for slot, (_s, r) in used.items() if wanted is None or slot[0] in wanted}
     out = []
     for bp, currency in sorted(set(spent) | set(held)):
         cap = budget.limits.get(currency)
