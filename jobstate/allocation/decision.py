@@ -12,6 +12,7 @@ from jobstate.core.tombstones import vanished_text
 from jobstate.errors import AllocationConflict, StateInvalid
 from jobstate.git.history import removing_commit
 from jobstate.store.catalog import Catalog, Row
+from jobstate.store.episode_files import checked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 from jobstate.store.worktree import check_clean, uncommitted_episodes
@@ -84,7 +85,8 @@ def _decide(
         )
     message = f"allocate {episode.episode_id} for key {key!r}" + (f"\n\n{note}" if note else "")
     files = {**recover, episode_path(episode.episode_id): dumps(episode.to_yaml_dict())}
-    return StateChange(Allocation(episode.episode_id, period.id, sequence, key, created=True), files, message)
+    allocation = Allocation(episode.episode_id, period.id, sequence, key, created=True)
+    return checked(store, StateChange(allocation, files, message))
 
 
 def _refuse_gone(store: Store, cat: Catalog, key: str) -> None:

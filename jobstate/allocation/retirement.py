@@ -17,7 +17,7 @@ from jobstate.paid.guard import require_as_committed
 from jobstate.paid.leftovers import running_steps
 from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
-from jobstate.store.episode_files import submissions
+from jobstate.store.episode_files import checked, submissions
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 from jobstate.store.yamlio import dumps
@@ -63,7 +63,7 @@ def retire(store: Store, episode_id: str, *, by: str, reason: str) -> Tombstone:
         stone = new_tombstone(episode_id, key, by, reason, format_time(store.now()))
         files[retired_path(episode_id)] = dumps(stone.to_yaml_dict())
         message = f"retire {episode_id} (key {key!r}) by {by}\n\n{reason}"
-        return StateChange(stone, files, message)
+        return checked(store, StateChange(stone, files, message))
 
     return transact(store, decide)
 

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from jobstate.core.approvals import Decision, approvals_from_yaml_dict
 from jobstate.core.artifacts import Artifact
 from jobstate.core.attempts import Steps, submissions_to_yaml_dict
 from jobstate.core.costs import CostEntry
-from jobstate.core.episode_records import EpisodeRecords
-from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, SUBMISSIONS, record_path
+from jobstate.core.episode_records import EpisodeRecords, new_records
+from jobstate.core.layout import (
+    APPROVAL,
+    ARTIFACTS,
+    COSTS,
+    HISTORY,
+    STATE,
+    SUBMISSIONS,
+    episode_path,
+    record_path,
+    retired_path,
+)
 from jobstate.core.model import episode_change
 from jobstate.errors import ModelRefused
 from jobstate.git.snapshot import WorkTree
@@ -62,16 +73,41 @@ def approval(store: Store, episode_id: str) -> Decision | None:
     return episode_records(store, episode_id).approval
 
 
-def _check_model(store: Store, episode_id: str, files: dict[str, bytes | None]) -> None:
+def _touched(files: Mapping[str, bytes | None]) -> set[str]:
+    # the episodes a change writes: state/<id>/... and history/<id>.yaml (a tombstone is no record)
+    out = set()
+    for rel in files:
+        parts = rel.split("/")
+        if parts[0] == STATE and len(parts) >= 3:
+            out.add(parts[1])
+        elif parts[0] == HISTORY and len(parts) == 2 and rel.endswith(".yaml"):
+            out.add(parts[1][:-5])
+    return out
+
+
+def check_change(store: Store, files: Mapping[str, bytes | None]) -> None:
     """Every change a command writes goes through the lifecycle model first: what it refuses, no
-    command writes (and verify and diff flag, through the same functions)."""
+    command writes (and verify and diff flag, through the same functions). Each episode the change
+    touches is read before and after it by the one reader; an episode retired with its tombstone
+    is removal's business, not a change of its records."""
     work_tree = WorkTree(store.root)
-    old = read_episode(work_tree, episode_id)
-    new = read_episode(Overlay(work_tree, files), episode_id)
-    refused = episode_change(old, new)
-    if refused:
-        first = refused[0]
-        raise ModelRefused(f"{first.kind}: {first.message}; jobstate does not write this, nothing was written")
+    after = Overlay(work_tree, files)
+    for episode_id in sorted(_touched(files)):
+        if new_records(episode_id) is None:
+            continue  # not an episode name: verify's business
+        if files.get(episode_path(episode_id), b"") is None and files.get(retired_path(episode_id)) is not None:
+            continue
+        refused = episode_change(read_episode(work_tree, episode_id), read_episode(after, episode_id))
+        if refused:
+            first = refused[0]
+            raise ModelRefused(f"{first.kind}: {first.message}; jobstate does not write this, nothing was written")
+
+
+def checked(store: Store, change: StateChange[T]) -> StateChange[T]:
+    """``change``, once the lifecycle model has accepted it (ModelRefused, exit 4, otherwise)."""
+    if change.files:
+        check_change(store, change.files)
+    return change
 
 
 def record_change(
@@ -87,9 +123,7 @@ def record_change(
     files: dict[str, bytes | None] = {}
     for name, data in records.items():
         files[name if "/" in name else record_path(episode_id, name)] = dumps(data)
-    if files:
-        _check_model(store, episode_id, files)
-    return StateChange(result, files, message)
+    return checked(store, StateChange(result, files, message))
 
 
 def submissions_change(store: Store, episode_id: str, steps: Steps, message: str, result: T) -> StateChange[T]:

@@ -12,6 +12,7 @@ from jobstate.errors import NotInitialized, UsageError
 from jobstate.git.repo import find_root, init_repository
 from jobstate.git.runner import run_git
 from jobstate.store.config import DEFAULT_CONFIG_TEXT
+from jobstate.store.episode_files import checked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, locked, transact
 
@@ -66,7 +67,8 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
     made = not (root / STATE).exists()
     (root / STATE).mkdir(exist_ok=True)  # the transaction requires it
     try:
-        transact(store, lambda _cat: StateChange(None, dict(files), "jobstate init: state/, history/, jobstate.yaml"))
+        change = StateChange(None, dict(files), "jobstate init: state/, history/, jobstate.yaml")
+        transact(store, lambda _cat: checked(store, change))
     except BaseException:
         if made:
             with contextlib.suppress(OSError):
