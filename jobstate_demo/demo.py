@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from jobstate.core.costs import totals
-from jobstate.store.episode_files import cost_entries
+from jobstate.store.records import cost_entries
 from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator, arm_fault_remote, ledger
 

@@ -1,4 +1,4 @@
-"""Every writer's change passes the lifecycle model first (store.episode_files.check_change): allocate,
+"""Every writer's change passes the lifecycle model first (store.records.check_change): allocate,
 retire and init as much as the paid-step commands."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from jobstate.allocation.allocation import allocate
 from jobstate.core.layout import episode_path, retired_path
 from jobstate.core.periods import parse_period
 from jobstate.errors import ModelRefused
-from jobstate.store.episode_files import check_change, episode_records
+from jobstate.store.records import check_change, episode_records
 from jobstate.store.store import Store
 
 from .conftest import run_cli

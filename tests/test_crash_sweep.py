@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.review.verify import verify
-from jobstate.store.episode_files import cost_entries, submissions
+from jobstate.store.records import cost_entries, submissions
 from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.paid.step import paid_step
-from jobstate.store.episode_files import artifacts, cost_entries, submissions
+from jobstate.store.records import artifacts, cost_entries, submissions
 from jobstate.store.store import Store
 
 from .conftest import committed_files, git, run_cli, stable_cmd, status

@@ -14,7 +14,7 @@ from jobstate.core.periods import parse_period
 from jobstate.errors import ChargeConflict, UsageError
 from jobstate.main import main
 from jobstate.paid.step import paid_step
-from jobstate.store.episode_files import cost_entries
+from jobstate.store.records import cost_entries
 from jobstate.store.store import Store
 
 from .conftest import git, stable_cmd, status

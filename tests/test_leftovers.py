@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.main import main
-from jobstate.store.episode_files import cost_entries
+from jobstate.store.records import cost_entries
 from jobstate.store.store import Store
 
 from .conftest import stable_cmd, status

@@ -418,7 +418,7 @@ def test_no_paid_step_runs_on_an_approved_episode(pipeline: Path) -> None:
 def test_the_writer_refuses_what_the_model_refuses(pipeline: Path) -> None:
     # jobstate's own writer goes through the model: an attempt rewritten under it is refused (exit 4)
     from jobstate.core.attempts import submissions_to_yaml_dict
-    from jobstate.store.episode_files import submissions, submissions_change
+    from jobstate.store.records import submissions, submissions_change
 
     with Store(pipeline, now=lambda: FIXED, lock_timeout=5) as store:
         steps = submissions(store, "2026-W34-1")

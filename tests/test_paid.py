@@ -23,7 +23,7 @@ from jobstate.errors import (
 from jobstate.paid.approval import approve, complete
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import paid_step
-from jobstate.store.episode_files import cost_entries, submissions
+from jobstate.store.records import cost_entries, submissions
 from jobstate.store.store import Store
 from jobstate.store.yamlio import loads
 from jobstate_demo.vendor_sim import VendorSimulator, submit

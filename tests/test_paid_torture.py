@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.store.episode_files import cost_entries, submissions
+from jobstate.store.records import cost_entries, submissions
 from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 

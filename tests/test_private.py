@@ -15,8 +15,8 @@ from jobstate.core.model import tracked_private
 from jobstate.core.records import AttemptState
 from jobstate.errors import DirtyState
 from jobstate.paid.step import paid_step
-from jobstate.store.episode_files import submissions
 from jobstate.store.private import checked_path, read_private
+from jobstate.store.records import submissions
 from jobstate.store.store import Store
 
 from .conftest import git, run_cli, status

@@ -16,7 +16,7 @@ import pytest
 from jobstate.core.attempts import attempt_from_yaml_dict
 from jobstate.core.model import attempt_change, attempts_violations, replacement
 from jobstate.core.records import AttemptState
-from jobstate.store.episode_files import cost_entries, submissions
+from jobstate.store.records import cost_entries, submissions
 from jobstate.store.store import Store
 
 from .conftest import git, run_cli, status

@@ -12,7 +12,7 @@ from jobstate.core.tombstones import vanished_text
 from jobstate.errors import AllocationConflict, StateInvalid
 from jobstate.git.history import removing_commit
 from jobstate.store.catalog import Catalog, Row
-from jobstate.store.episode_files import checked
+from jobstate.store.records import checked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 from jobstate.store.worktree import check_clean, uncommitted_episodes

@@ -17,7 +17,7 @@ from jobstate.paid.guard import require_as_committed
 from jobstate.paid.leftovers import running_steps
 from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
-from jobstate.store.episode_files import checked, submissions
+from jobstate.store.records import checked, submissions
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 from jobstate.store.yamlio import dumps

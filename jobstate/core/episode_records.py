@@ -17,14 +17,13 @@ from jobstate.core.artifacts import Artifact, artifact_map, artifacts_from_yaml_
 from jobstate.core.attempts import Attempt, Steps, submissions_from_yaml_dict
 from jobstate.core.clock import time_text
 from jobstate.core.costs import CostEntry, cost_list, costs_from_yaml_dict
-from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, EPISODE_FILE, SUBMISSIONS
+from jobstate.core.layout import APPROVAL, ARTIFACTS, COSTS, EPISODE_FILE, HISTORY, SUBMISSIONS
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.core.records import AttemptState, Episode, episode_from_yaml_dict
 from jobstate.core.status import episode_status
 from jobstate.errors import StateInvalid, UsageError
 
 T = TypeVar("T")
-HISTORY = "history"  # the leaf name ``fill`` takes for history/<id>.yaml
 
 # (path, message): a malformed part of a record, left out of the value; verify reports it
 Problems = list[tuple[str, str]]
@@ -118,7 +117,7 @@ def _reporting(read: Callable[[list[str]], T], source: str, problems: Problems) 
 
 
 def fill(records: EpisodeRecords, leaf: str, data: Any, source: str, problems: Problems) -> None:
-    """Add one loaded file of the episode (``leaf``: a record file name, or HISTORY) to ``records``.
+    """Add one loaded file of the episode (``leaf``: a record file name, or HISTORY for history/<id>.yaml).
 
     A file that cannot be read at all is StateInvalid; a malformed part of one is added to ``problems``
     and left out. Read episode.yaml first: the legacy fields it carries come before the record files.

@@ -1,7 +1,7 @@
 """The lifecycle model of the state: which changes between two versions of the records are allowed.
 
 Pure: records in, violations out. The one place these rules live. The writers call it before a
-change is committed (``store.episode_files.record_change``), ``diff`` and ``verify --against``
+change is committed (``store.records.record_change``), ``diff`` and ``verify --against``
 call it on every change between two revisions, commit by commit, so what no jobstate command
 would write is exactly what review flags.
 

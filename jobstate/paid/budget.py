@@ -13,7 +13,7 @@ from jobstate.core.budget import Budget, Usage, episode_periods, spent_and_held
 from jobstate.core.layout import STATE
 from jobstate.core.periods import parse_episode_id
 from jobstate.errors import UsageError
-from jobstate.store.episode_files import episode_records
+from jobstate.store.records import episode_records
 from jobstate.store.store import Store
 
 

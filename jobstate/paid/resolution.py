@@ -26,8 +26,8 @@ from jobstate.paid.guard import guard
 from jobstate.paid.leftovers import running_holder, running_steps
 from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
-from jobstate.store.episode_files import submissions, submissions_change
 from jobstate.store.private import read_private
+from jobstate.store.records import submissions, submissions_change
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 

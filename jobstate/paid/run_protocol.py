@@ -34,8 +34,8 @@ from jobstate.core.result import COST_FIELDS, REPORT_FIELDS, check_report
 from jobstate.errors import ChargeConflict, CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import PaidStep, paid_step, resolve_command
-from jobstate.store.episode_files import artifacts
 from jobstate.store.private import read_private, set_aside
+from jobstate.store.records import artifacts
 from jobstate.store.store import Store
 
 

@@ -54,7 +54,9 @@ from jobstate.paid.leftovers import running_holder
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
 from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
 from jobstate.store.catalog import Catalog
-from jobstate.store.episode_files import (
+from jobstate.store.lock import FileLock
+from jobstate.store.private import refuse_tracked
+from jobstate.store.records import (
     approval_file,
     artifacts,
     cost_entries,
@@ -62,8 +64,6 @@ from jobstate.store.episode_files import (
     submissions,
     submissions_change,
 )
-from jobstate.store.lock import FileLock
-from jobstate.store.private import refuse_tracked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, sync, transact
 

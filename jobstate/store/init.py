@@ -12,7 +12,7 @@ from jobstate.errors import NotInitialized, UsageError
 from jobstate.git.repo import find_root, init_repository
 from jobstate.git.runner import run_git
 from jobstate.store.config import DEFAULT_CONFIG_TEXT
-from jobstate.store.episode_files import checked
+from jobstate.store.records import checked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, locked, transact
 
