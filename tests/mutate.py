@@ -22,9 +22,9 @@ MODULES: dict[str, tuple[str, str]] = {
     "model": ("jobstate/core/model.py", "--noconftest tests/test_model_rules.py"),
     "guard": (
         "jobstate/paid/guard.py",
-        "tests/test_guard.py tests/test_exit_codes.py tests/test_leftovers.py "
+        "tests/test_guard.py tests/test_exit_codes.py tests/test_running.py "
         "tests/test_paid.py::test_complete_refuses_unknown_and_unapproved "
-        "-k 'guard or run] or leftovers or complete_refuses'",
+        "-k 'guard or run] or test_running.py or complete_refuses'",
     ),
     "transaction": (
         "jobstate/store/transaction.py",

@@ -14,7 +14,7 @@ from jobstate.core.status import step_status
 from jobstate.core.tombstones import MAX_BY, MAX_REASON, Tombstone, new_tombstone, validate_note
 from jobstate.errors import AlreadyRecorded, EpisodeUnknown, StepRunning, UsageError
 from jobstate.paid.guard import require_as_committed
-from jobstate.paid.leftovers import running_steps
+from jobstate.paid.running import running_steps
 from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.records import checked, submissions

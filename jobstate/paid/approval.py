@@ -19,7 +19,7 @@ from jobstate.errors import (
     UsageError,
 )
 from jobstate.paid.guard import guard
-from jobstate.paid.leftovers import remove_temp_files, running_holder, running_steps
+from jobstate.paid.running import remove_temp_files, running_holder, running_steps
 from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.records import approval_file, episode_records, record_change, submissions

@@ -16,7 +16,7 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode
 from jobstate.errors import DirtyState, EpisodeCompleted, EpisodeUnknown, UsageError
 from jobstate.git.headcheck import committed_files, matches_head, odd_entry
-from jobstate.paid.leftovers import remove_temp_files
+from jobstate.paid.running import remove_temp_files
 from jobstate.store.store import Store
 
 

@@ -23,7 +23,7 @@ from jobstate.core.records import AttemptState
 from jobstate.core.result import check_report
 from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepRunning, SubmissionUnknown, UsageError
 from jobstate.paid.guard import guard
-from jobstate.paid.leftovers import running_holder, running_steps
+from jobstate.paid.running import running_holder, running_steps
 from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.private import read_private

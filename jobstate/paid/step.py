@@ -50,8 +50,8 @@ from jobstate.errors import (
 )
 from jobstate.hashing import sha256_bytes
 from jobstate.paid.guard import guard
-from jobstate.paid.leftovers import running_holder
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
+from jobstate.paid.running import running_holder
 from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
