@@ -8,7 +8,7 @@ from jobstate.commands._output import print_json
 from jobstate.core.budget import PER, budget_period, longer
 from jobstate.core.periods import parse_period, period_of
 from jobstate.errors import UsageError
-from jobstate.paid.budget import usage
+from jobstate.store.records import budget_usage
 from jobstate.store.store import StoreOptions
 
 
@@ -30,7 +30,7 @@ def budget(options: StoreOptions, *, period: str | None, as_json: bool) -> int:
                     f"give a {per} or a day in it"
                 )
             target = budget_period(asked, config.budget.per)
-        rows = usage(store, config.budget, target.id)
+        rows = budget_usage(store, config.budget, target.id)
     if as_json:
         print_json({"period": target.id, "per": config.budget.per, "currencies": [u.to_json() for u in rows.values()]})
     else:

@@ -12,7 +12,7 @@ from jobstate.core.layout import CONFIG_FILE, COSTS, STATE, SUBMISSIONS
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, Episode
 from jobstate.errors import DirtyState, FingerprintMismatch, UsageError
-from jobstate.paid.budget import usage
+from jobstate.store.records import budget_usage
 from jobstate.store.store import Store
 
 _SAID: dict[str, str] = {
@@ -71,7 +71,7 @@ def reserve(
         )
     period = budget_period(parse_period(episode.period_id), budget.per).id
     _refuse_uncommitted_inputs(store, episode_periods(period, store.config.period))
-    current = usage(store, budget, period)[currency]
+    current = budget_usage(store, budget, period)[currency]
     check_reservation(current, amount)
     if crosses_warning(current, amount, budget.warn_at):
         used = current.spent + current.reserved + amount

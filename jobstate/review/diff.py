@@ -22,9 +22,9 @@ from jobstate.core.records import AttemptState
 from jobstate.git.history import removing_commit
 from jobstate.git.signing import signers_by_file
 from jobstate.git.snapshot import Revision, locate
-from jobstate.review.budget_use import budget_use
 from jobstate.review.changes import migrated_from, range_violations, state_violations
 from jobstate.review.revision import StateView, read_state
+from jobstate.review.spending import budget_use
 from jobstate.review.vanished import find_vanished, tombstones_at
 from jobstate.review.verify import collect, preservation
 

@@ -16,9 +16,9 @@ from jobstate.core.periods import parse_period, require_kind
 from jobstate.core.records import AttemptState
 from jobstate.core.status import STATUSES
 from jobstate.errors import UsageError
-from jobstate.review.budget_use import budget_use
 from jobstate.review.escape import shell_command
 from jobstate.review.revision import StateView, read_state
+from jobstate.review.spending import budget_use
 
 
 @dataclass

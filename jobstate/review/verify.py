@@ -42,10 +42,10 @@ from jobstate.git.repo import GitRepo
 from jobstate.git.signing import decision_commits, signature_problems, signatures
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
-from jobstate.review.budget_audit import check_budgets, check_settlement
 from jobstate.review.changes import change_violations
 from jobstate.review.escape import shell_command
 from jobstate.review.problem import Problem, problems_of
+from jobstate.review.spending import check_budgets, check_settlement
 from jobstate.review.vanished import (
     catalog_knowledge,
     find_vanished,

@@ -4,12 +4,15 @@ the lifecycle model has checked first."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Mapping
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from jobstate.core.approvals import Decision, approvals_from_yaml_dict
 from jobstate.core.artifacts import Artifact
 from jobstate.core.attempts import Steps, submissions_to_yaml_dict
+from jobstate.core.budget import Budget, Usage, episode_periods, spent_and_held
 from jobstate.core.costs import CostEntry
 from jobstate.core.episode_records import EpisodeRecords, Problems, fill, new_records
 from jobstate.core.layout import (
@@ -27,6 +30,7 @@ from jobstate.core.layout import (
     retired_path,
 )
 from jobstate.core.model import episode_change
+from jobstate.core.periods import parse_episode_id
 from jobstate.errors import ModelRefused, StateInvalid, UsageError
 from jobstate.git.snapshot import Snapshot, WorkTree
 from jobstate.store.store import Store
@@ -194,3 +198,37 @@ def record_change(
 def submissions_change(store: Store, episode_id: str, steps: Steps, message: str, result: T) -> StateChange[T]:
     """A change that writes the episode's submissions.yaml with ``steps``."""
     return record_change(store, episode_id, {SUBMISSIONS: submissions_to_yaml_dict(steps)}, message, result=result)
+
+
+def _episodes_in(store: Store, period_ids: list[str]) -> list[str]:
+    wanted = set(period_ids)
+    found = []
+    with os.scandir(store.path(STATE)) as entries:
+        for entry in entries:
+            try:
+                period, _sequence = parse_episode_id(entry.name)
+            except UsageError:
+                continue
+            if period.id in wanted and entry.is_dir(follow_symlinks=False):
+                found.append(entry.name)
+    return sorted(found)
+
+
+def budget_usage(store: Store, budget: Budget, period_id: str) -> dict[str, Usage]:
+    """Cap, spent and reserved per currency of one budget period, from the work tree's records. Under the
+    lock (a paid step's intent) the input of the budget decision; outside it (``jobstate budget``) a view.
+    Read-only."""
+    episodes = []
+    for eid in _episodes_in(store, episode_periods(period_id, store.config.period)):
+        found = episode_records(store, eid)
+        episodes.append((found.period_id, found.costs, found.steps))
+    used = {currency: use for (_period, currency), use in spent_and_held(episodes, budget.per).items()}
+    return {
+        c: Usage(
+            period_id,
+            c,
+            Decimal(budget.limits[c]) if c in budget.limits else Decimal(0),
+            *used.get(c, (Decimal(0), Decimal(0))),
+        )
+        for c in sorted(set(budget.limits) | set(used))
+    }
