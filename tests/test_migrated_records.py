@@ -58,3 +58,20 @@ def test_show_records_of_a_migrated_episode_shows_what_report_counts(tmp_path: P
     report = json.loads(run_cli("report", "--format", "json", cwd=repo).stdout)
     counted = {e["episode_id"]: e for e in report["episodes"]}["2026-W30-0"]
     assert counted["spend"] == shown["cost_totals"]
+
+
+def test_a_migrated_episodes_legacy_costs_count_alike_for_budget_report_and_verify(tmp_path: Path) -> None:
+    # one sum (core.budget.spent_and_held) over one reader: the step's budget decision and jobstate budget
+    # counted costs.yaml only, report and verify a legacy episode.yaml's costs too
+    repo = _legacy(tmp_path)
+    assert run_cli("init", cwd=repo).returncode in (0, 7)
+    config = repo / "jobstate.yaml"
+    config.write_text((config.read_text() if config.exists() else "") + "budget: {per: week, limits: {USD: '20.00'}}\n")
+    git(repo, "add", "jobstate.yaml")
+    git(repo, "commit", "-qm", "a budget")
+    proc = run_cli("budget", "--period", "2026-W31", "--json", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    usage = json.loads(proc.stdout)["currencies"]
+    assert [(u["currency"], u["spent"]) for u in usage] == [("USD", "15.50")]
+    report = json.loads(run_cli("report", "--format", "json", cwd=repo).stdout)
+    assert {(b["period"], b["spent"]) for b in report["budgets"]} >= {("2026-W31", "15.50")}
