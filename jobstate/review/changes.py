@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobstate.core.layout import EPISODE_FILE, episode_dir, record_path
+from jobstate.core.layout import EPISODE_FILE, episode_dir, episode_of, record_path
 from jobstate.core.model import Violation, episode_change, settings_change
 from jobstate.core.periods import is_period
 from jobstate.git.snapshot import git_read, locate
@@ -154,9 +154,5 @@ def range_violations(path: Path, base: str, rev: str) -> tuple[list[Violation], 
 
 
 def _episode_of(path: str) -> str | None:
-    parts = path.split("/")
-    if parts[0] == "state" and len(parts) >= 3:
-        return parts[1]
-    if parts[0] == "history" and len(parts) == 2 and parts[1].endswith(".yaml"):
-        return parts[1][:-5]
-    return None
+    found = episode_of(path)
+    return None if found is None else found[0]

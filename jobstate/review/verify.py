@@ -40,11 +40,12 @@ from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
-from jobstate.git.signing import decision_commits, signature_problems, signatures
+from jobstate.git.signing import signature_problems
 from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
 from jobstate.review.changes import change_violations
+from jobstate.review.decisions import signed_decisions
 from jobstate.review.escape import shell_command
 from jobstate.review.facts import (
     Facts,
@@ -604,13 +605,6 @@ def preservation(cwd: Path, base: str, moves: dict[str, str], facts: dict[str, F
 
 
 def _check_approvers(cwd: Path, tip: str, against: str | None, approvers: Path, report: Report) -> None:
-    decided = set(decision_commits(cwd, tip, against, ROOTS))
-    for sha, status, signer in signatures(cwd, tip, against, ROOTS, allowed_signers=approvers):
-        if sha in decided and status != "G":
-            who = f" (signed by {signer})" if signer else ""
-            report.problems.append(
-                Problem(
-                    f"commit {sha[:12]}",
-                    f"records a decision but is not signed by a key of the approvers file {approvers}{who}",
-                )
-            )
+    for found in signed_decisions(cwd, tip, against, approvers=approvers):
+        if found.problem is not None:
+            report.problems.append(Problem(f"commit {found.commit[:12]}", found.problem))
