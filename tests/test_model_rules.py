@@ -232,7 +232,7 @@ def test_costs_and_decisions_are_ledgers_of_the_episode() -> None:
 def test_appended_is_what_a_ledger_gained() -> None:
     assert appended([1, 2], [1, 2, 3]) == [3]
     assert appended([], [1]) == [1]
-    assert appended([1, 2], [2, 9, 1, 1]) == [9, 1]
+    assert appended([1, 2], [2, 9, 1, 1]) == []  # not an append: ledger_change's alarm, never also a row
     assert appended([1, 2], [1, 2]) == []
 
 
@@ -266,7 +266,23 @@ def test_no_artifact_changes_once_approved() -> None:
     same = {"a.txt": Artifact("aa", 1, "other", "sha256:aa"), "z.txt": one}
     assert episode_change(old, Rec(decisions=ok, artifacts=same)) == []
     rejected = Rec(decisions=[decision("rejected")], artifacts=old.artifacts)
-    assert episode_change(rejected, Rec(decisions=rejected.decisions, artifacts={"a.txt": two})) == []
+    # rework after a rejection: the step that recorded an artifact records it again
+    assert episode_change(rejected, Rec(decisions=rejected.decisions, artifacts={**old.artifacts, "a.txt": two})) == []
+
+
+def test_an_artifact_is_never_removed_nor_overwritten_by_another_step() -> None:
+    one, two = Artifact("aa", 1, "gen", {}), Artifact("bb", 1, "polish", {})
+    where = "state/2026-W32-0/artifacts.yaml"
+    old = Rec(artifacts={"a.txt": one, "z.txt": one})
+    assert episode_change(old, Rec(artifacts={"a.txt": one})) == [
+        Violation(
+            "artifact overwritten", EID, where, "z.txt", ("aa", 1), None, "an artifact, once recorded, is never removed"
+        )
+    ]
+    rule = "recorded by step gen: another step (polish) never overwrites it"
+    assert episode_change(old, Rec(artifacts={**old.artifacts, "a.txt": two})) == [
+        Violation("artifact overwritten", EID, where, "a.txt", ("aa", 1), ("bb", 1), rule)
+    ]
 
 
 def test_a_completed_episode_never_changes() -> None:
@@ -308,7 +324,9 @@ def test_history_is_written_only_for_an_approved_episode() -> None:
 
 
 def _wrong(name: str, recorded: Any, found: Any, rule: str) -> Violation:
-    return Violation("history disagrees", EID, "history/2026-W32-0.yaml", name, recorded, found, rule)
+    # written too early (not approved, a step open) or not agreeing with the records: two kinds of alarm
+    kind = "history without approval" if "is written only" in rule else "history disagrees"
+    return Violation(kind, EID, "history/2026-W32-0.yaml", name, recorded, found, rule)
 
 
 def test_history_agrees_with_the_records() -> None:

@@ -235,6 +235,7 @@ ALARM_ORDER = [
     "history without approval",
     "history disagrees",
     "artifact changed after approval",
+    "artifact overwritten",
     "cost entry rewritten",
     "key moved",
     "episode rewritten",

@@ -33,7 +33,13 @@ from jobstate.core.layout import (
     episode_dir,
     is_retired_path,
 )
-from jobstate.core.model import attempts_violations, completion_problems, tracked_private
+from jobstate.core.model import (
+    Violation,
+    attempts_violations,
+    completion_problems,
+    history_artifact_problems,
+    tracked_private,
+)
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import is_period, parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
@@ -50,7 +56,6 @@ from jobstate.review.escape import shell_command
 from jobstate.review.facts import (
     Facts,
     Problem,
-    artifacts_of,
     compare,
     decided,
     fill_from_episode_fields,
@@ -338,9 +343,10 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
             hist = Facts(name, legacy=True, period_id=name)
             fill_from_episode_fields(hist, data, path, problems)
             facts[name] = hist
-        elif data.get("completed_at") is not None:
-            episode.completed_at = episode.completed_at or time_text(data["completed_at"])
-        _compare_history_artifacts(data, path, episode, problems)
+        else:
+            if data.get("completed_at") is not None:
+                episode.completed_at = episode.completed_at or time_text(data["completed_at"])
+            problems += _history_problems(history_artifact_problems(name, data, episode.artifacts))
         return
     try:
         recorded = history_from_yaml_dict(data, path, name)
@@ -366,21 +372,11 @@ def _check_history(snap: Snapshot, name: str, path: str, facts: dict[str, Facts]
     else:
         episode.completed_at = completed
     episode.history = data
-    problems += [
-        Problem(path, f"{v.rule} ({v.field}: records {v.old!r}, history {v.new!r})")
-        for v in completion_problems(episode)
-    ]
-    _compare_history_artifacts(data, path, episode, problems)
+    problems += _history_problems(completion_problems(episode))
 
 
-def _compare_history_artifacts(data: dict[str, Any], path: str, episode: Facts | None, problems: list[Problem]) -> None:
-    if episode is None or data.get("artifacts") is None:
-        return
-    listed = {k: a.sha256 for k, a in artifacts_of(data.get("artifacts"), path, problems).items()}
-    actual = {k: a.sha256 for k, a in episode.artifacts.items()}
-    if listed != actual:
-        missing = sorted(set(listed.items()) ^ set(actual.items()))
-        problems.append(Problem(path, f"artifacts disagree with state/{episode.episode_id}: {missing[0][0]}"))
+def _history_problems(found: list[Violation]) -> list[Problem]:
+    return [Problem(v.record, f"{v.rule} ({v.field}: records {v.old!r}, history {v.new!r})") for v in found]
 
 
 def _check_period_kind(kind: str, facts: dict[str, Facts], problems: list[Problem]) -> None:

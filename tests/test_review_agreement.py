@@ -1,0 +1,126 @@
+"""diff and verify agree by construction: every row of ``diff`` comes from the model's change list,
+and each rule the issue found applied by one and not the other is now applied by both (core.model)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from jobstate.allocation.retirement import retire
+from jobstate.errors import JobstateError
+from jobstate.paid.approval import approve, complete
+from jobstate.paid.step import paid_step
+from jobstate.store.store import Store
+
+from .conftest import FIXED, git, run_cli
+from .review_history import Interrupted, stepping_clock
+from .test_model import A34, E34, _alarms, _build, _replace
+
+
+@pytest.fixture(scope="module")
+def _built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    top = tmp_path_factory.mktemp("agreement")
+    gitconfig = top / "gitconfig"
+    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+        return _build(top / "pipeline")
+
+
+@pytest.fixture
+def pipeline(_built: Path, tmp_path: Path) -> Path:
+    """test_model's pipeline history: 2026-W34-0 approved, 2026-W34-1 with a step accepted at the vendor."""
+    return Path(shutil.copytree(_built, tmp_path / "pipeline", symlinks=True))
+
+
+def _verify_against(repo: Path, base: str) -> str:
+    proof = run_cli("verify", "--rev", "HEAD", "--against", base, "--strict", cwd=repo)
+    assert proof.returncode == 1, proof.stdout
+    return proof.stdout
+
+
+def test_a_hand_rewritten_cost_is_the_alarm_only_never_also_an_added_cost(pipeline: Path) -> None:
+    _replace(pipeline, f"{E34}/costs.yaml", "'2.00'", "'1.40'")
+    git(pipeline, "commit", "-qam", "a cheaper charge, by hand")
+    proc = run_cli("diff", "base", "--format", "json", cwd=pipeline)
+    found = json.loads(proc.stdout)
+    assert [a["kind"] for a in found["alarms"]] == ["cost entry rewritten"]
+    assert found["costs"] == []
+    assert found["cost_totals"] == {}
+    assert "Cost entries added" not in run_cli("diff", "base", cwd=pipeline).stdout
+    assert "cost entry rewritten" in _verify_against(pipeline, "base")
+
+
+def _collect_a34(repo: Path) -> None:
+    """2026-W34-1's accepted step collected, with an artifact out.txt; tagged base2."""
+    with (
+        Store(repo, now=stepping_clock(FIXED.replace(day=21)), lock_timeout=5) as store,
+        paid_step(store, "2026-W34-1", "generate", max_cost="5.00 USD") as step,
+    ):
+        (step.output_dir / "out.txt").write_text("generated\n")
+        step.artifact("out.txt")
+    git(repo, "tag", "base2")
+
+
+def test_an_artifact_overwritten_by_a_later_step_is_flagged_by_diff_and_verify(pipeline: Path) -> None:
+    _collect_a34(pipeline)
+    data = b"polished\n"
+    (pipeline / f"{A34}/out.txt").write_bytes(data)
+    text = (pipeline / f"{A34}/artifacts.yaml").read_text()
+    sha = text.split("sha256: ")[1].split("\n")[0]
+    text = text.replace(sha, hashlib.sha256(data).hexdigest()).replace("step: generate", "step: polish")
+    (pipeline / f"{A34}/artifacts.yaml").write_text(text.replace("size: 10", f"size: {len(data)}"))
+    git(pipeline, "commit", "-qam", "another step's output over generate's")
+    assert [a["kind"] for a in _alarms(pipeline, "base2")] == ["artifact overwritten"]
+    assert "artifact overwritten" in _verify_against(pipeline, "base2")
+
+
+def test_a_later_step_never_overwrites_an_artifact_and_nothing_is_written(pipeline: Path) -> None:
+    _collect_a34(pipeline)
+    head = git(pipeline, "rev-parse", "HEAD")
+    with (
+        Store(pipeline, now=lambda: FIXED.replace(day=22), lock_timeout=5) as store,
+        pytest.raises(JobstateError, match="another step \\(polish\\) never overwrites it") as caught,
+        paid_step(store, "2026-W34-1", "polish", max_cost="1.00 USD") as step,
+    ):
+        step.accepted("task-77")
+        (step.output_dir / "out.txt").write_text("polished\n")
+        step.artifact("out.txt")
+    assert caught.value.exit_code == 2
+    assert git(pipeline, "show", f"HEAD:{A34}/out.txt") == "generated\n"
+    assert git(pipeline, "rev-parse", "HEAD~2") == head  # the intent and the acceptance only
+
+
+def test_diff_compares_a_new_history_files_artifacts_with_the_records(pipeline: Path) -> None:
+    with Store(pipeline, now=lambda: FIXED.replace(day=22), lock_timeout=5) as store:
+        complete(store, "2026-W34-0")
+    history = pipeline / "history/2026-W34-0.yaml"
+    text = history.read_text()
+    sha = text.split("sha256: ")[1].split("\n")[0]
+    history.write_text(text.replace(sha, "0" * 64))
+    git(pipeline, "commit", "-q", "--amend", "-am", "complete 2026-W34-0")
+    assert [a["kind"] for a in _alarms(pipeline)] == ["history disagrees"]
+    assert "must list the artifacts the records hold" in _verify_against(pipeline, "base")
+
+
+def test_an_unknown_step_refuses_complete_approve_and_retire_with_one_exit_code(pipeline: Path) -> None:
+    with Store(pipeline, now=stepping_clock(FIXED.replace(day=22)), lock_timeout=5) as store:
+        approve(store, "2026-W34-0", by="editor", reject=True, reason="rework")
+        with contextlib.suppress(Interrupted), paid_step(store, "2026-W34-0", "extra", max_cost="1.00 USD"):
+            raise Interrupted  # the intent is committed, its acceptance never is: unknown
+        refusals = []
+        for action in (
+            lambda: approve(store, "2026-W34-0", by="editor"),
+            lambda: complete(store, "2026-W34-0"),
+            lambda: retire(store, "2026-W34-0", by="ops", reason="gone"),
+        ):
+            with pytest.raises(JobstateError) as caught:
+                action()
+            refusals.append((caught.value.exit_code, "step extra is unknown" in str(caught.value)))
+    assert refusals == [(6, True)] * 3
