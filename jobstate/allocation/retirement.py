@@ -13,10 +13,10 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.rules_attempts import open_step_refusal
 from jobstate.core.tombstones import MAX_BY, MAX_REASON, Tombstone, new_tombstone, validate_note
 from jobstate.errors import AlreadyRecorded, EpisodeUnknown, UsageError
-from jobstate.paid.guard import require_as_committed
-from jobstate.paid.leftovers import running_steps
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import submissions
+from jobstate.store.fence import require_as_committed
+from jobstate.store.leftovers import running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 from jobstate.store.yamlio import dumps

@@ -12,9 +12,9 @@ from jobstate.core.layout import APPROVAL, HISTORY, history_path
 from jobstate.core.rules_attempts import may_complete, open_step_refusal
 from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepAlreadyCompleted, UsageError
 from jobstate.paid.guard import guard
-from jobstate.paid.leftovers import remove_temp_files, running_steps
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import approval_file, artifacts, cost_entries, record_change, submissions
+from jobstate.store.leftovers import remove_temp_files, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 

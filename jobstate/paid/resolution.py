@@ -23,9 +23,9 @@ from jobstate.core.result import check_report
 from jobstate.core.rules_attempts import decision_on, moved, replacement, resolve_command
 from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepRunning, SubmissionUnknown, UsageError
 from jobstate.paid.guard import guard
-from jobstate.paid.leftovers import running_holder, running_steps
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import submissions, submissions_change
+from jobstate.store.leftovers import running_holder, running_steps
 from jobstate.store.private import read_private
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact

@@ -49,7 +49,6 @@ from jobstate.errors import (
 )
 from jobstate.hashing import sha256_bytes
 from jobstate.paid.guard import guard
-from jobstate.paid.leftovers import running_holder
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
 from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
 from jobstate.store.catalog import Catalog
@@ -61,6 +60,7 @@ from jobstate.store.episode_files import (
     submissions,
     submissions_change,
 )
+from jobstate.store.leftovers import running_holder
 from jobstate.store.lock import FileLock
 from jobstate.store.private import refuse_tracked
 from jobstate.store.store import Store

@@ -8,9 +8,8 @@ from jobstate.core.costs import totals
 from jobstate.core.layout import history_path
 from jobstate.core.records import AttemptState, Episode
 from jobstate.core.status import episode_status, step_status
-from jobstate.paid.leftovers import running_steps
-from jobstate.paid.staging import kept_outputs
 from jobstate.store.episode_files import approval, artifacts, cost_entries, submissions
+from jobstate.store.leftovers import kept_outputs, running_steps
 from jobstate.store.private import refused_reports
 from jobstate.store.store import Store
 from jobstate.store.yamlio import load_file
