@@ -10,8 +10,8 @@ from jobstate.core.periods import Period, format_episode_id, next_sequence
 from jobstate.core.records import Allocation, Episode
 from jobstate.core.tombstones import vanished_text
 from jobstate.errors import AllocationConflict, StateInvalid
-from jobstate.git.history import removing_commit
 from jobstate.store.catalog import Catalog, Row
+from jobstate.store.history import removing_commit
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 from jobstate.store.worktree import check_clean, uncommitted_episodes

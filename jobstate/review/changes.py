@@ -11,8 +11,8 @@ from pathlib import Path
 from jobstate.core.layout import EPISODE_FILE, episode_dir, episode_of, record_path
 from jobstate.core.model import Violation, episode_change, settings_change
 from jobstate.core.periods import is_period
-from jobstate.git.snapshot import git_read, locate
 from jobstate.review.revision import StateView, read_state
+from jobstate.store.snapshot import git_read, locate
 
 # how many commits of a range are checked one by one; a longer range is checked as a whole, and said so
 MAX_COMMITS = 200

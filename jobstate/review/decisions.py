@@ -12,9 +12,9 @@ from typing import NamedTuple
 
 from jobstate.core.rules_decisions import Decided, decisions_made, introduced, signer_problem
 from jobstate.git.signing import signatures
-from jobstate.git.snapshot import ROOTS
 from jobstate.review.changes import touched
 from jobstate.review.revision import StateView, read_state
+from jobstate.store.snapshot import ROOTS
 
 
 class SignedDecision(NamedTuple):

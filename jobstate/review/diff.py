@@ -18,14 +18,14 @@ from jobstate.core.layout import PRIVATE
 from jobstate.core.model import Violation, appended, tracked_private
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
-from jobstate.git.history import removing_commit
-from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
 from jobstate.review.changes import migrated_from, range_violations, state_violations
 from jobstate.review.decisions import signed_decisions
 from jobstate.review.revision import EpisodeView, StateView, read_state
 from jobstate.review.vanished import find_vanished, tombstones_at
 from jobstate.review.verify import collect, preservation
+from jobstate.store.history import removing_commit
+from jobstate.store.snapshot import Revision, locate
 
 E = TypeVar("E")  # an entry of an append-only ledger
 

@@ -25,8 +25,8 @@ from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.core.records import episode_from_yaml_dict
 from jobstate.core.status import episode_status
 from jobstate.errors import StateInvalid, UsageError
-from jobstate.git.snapshot import Revision, locate
 from jobstate.store.config import config_from_text
+from jobstate.store.snapshot import Revision, locate
 from jobstate.store.yamlio import loads
 
 T = TypeVar("T")

@@ -47,7 +47,6 @@ from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
 from jobstate.git.signing import signature_problems
-from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.hashing import Progress
 from jobstate.review.budget_audit import check_budgets, check_settlement
 from jobstate.review.changes import change_violations
@@ -72,6 +71,7 @@ from jobstate.review.vanished import (
 )
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_text
+from jobstate.store.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.store.yamlio import loads
 
 R = TypeVar("R")
