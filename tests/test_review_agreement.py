@@ -124,3 +124,22 @@ def test_an_unknown_step_refuses_complete_approve_and_retire_with_one_exit_code(
                 action()
             refusals.append((caught.value.exit_code, "step extra is unknown" in str(caught.value)))
     assert refusals == [(6, True)] * 3
+
+
+def test_allocate_and_verify_refuse_a_retired_key_by_the_same_rule(repo: Path) -> None:
+    for key in ("k1", "k2"):
+        assert run_cli("allocate", "--key", key, "--week", "2026-W32", cwd=repo).returncode == 0
+    assert run_cli("retire", "2026-W32-1", "--by", "ops", "--reason", "gone", cwd=repo).returncode == 0
+    rule = "allocation key 'k2' belongs to retired episode 2026-W32-1: a retired key is never handed out again"
+    refused = run_cli("allocate", "--key", "k2", "--week", "2026-W32", cwd=repo)
+    assert refused.returncode == 4
+    assert rule in refused.stderr
+    # the same key given by hand to a new episode: verify names the same rule
+    text = (repo / "state/2026-W32-0/episode.yaml").read_text().replace("k1", "k2").replace("W32-0", "W32-7")
+    (repo / "state/2026-W32-7").mkdir()
+    (repo / "state/2026-W32-7/episode.yaml").write_text(text.replace("sequence: 0", "sequence: 7"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "the retired key by hand")
+    proc = run_cli("verify", "--rev", "HEAD", cwd=repo)
+    assert proc.returncode == 1
+    assert rule in proc.stdout

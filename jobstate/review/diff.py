@@ -18,8 +18,9 @@ from jobstate.core.layout import PRIVATE
 from jobstate.core.model import Violation, appended, tracked_private
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
+from jobstate.core.rules_state import migrated_from, state_violations
 from jobstate.review.budget_use import budget_use
-from jobstate.review.changes import migrated_from, range_violations, state_violations
+from jobstate.review.changes import range_violations
 from jobstate.review.decisions import signed_decisions
 from jobstate.review.revision import EpisodeView, StateView, read_state
 from jobstate.review.vanished import find_vanished, tombstones_at

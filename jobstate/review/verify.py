@@ -43,6 +43,7 @@ from jobstate.core.model import (
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import is_period, parse_period
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
+from jobstate.core.rules_state import key_owner_problem, sequence_problem
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
@@ -413,32 +414,22 @@ def _check_tombstone(
 
 
 def _check_uniqueness(facts: dict[str, Facts], problems: list[Problem], retired_keys: dict[str, str]) -> None:
-    seen: dict[tuple[str, int], str] = {}
+    slots: dict[tuple[str, int], list[str]] = {}
     keys: dict[str, list[str]] = {}
     for name, f in sorted(facts.items()):
         if f.legacy:
             continue
-        slot = (f.period_id, f.sequence)
-        if slot in seen:
-            problems.append(Problem(episode_dir(name), f"duplicate period and sequence with {seen[slot]}"))
-        seen[slot] = name
+        slots.setdefault((f.period_id, f.sequence), []).append(name)
         if f.allocation_key is not None:
             keys.setdefault(f.allocation_key, []).append(name)
-            if f.allocation_key in retired_keys:
-                problems.append(
-                    Problem(
-                        episode_dir(name),
-                        f"allocation key {f.allocation_key!r} belongs to retired episode "
-                        f"{retired_keys[f.allocation_key]}: a retired key is never handed out again",
-                    )
-                )
+    for slot, names in sorted(slots.items()):
+        problem = sequence_problem(slot, names)
+        if problem is not None:
+            problems.append(Problem(episode_dir(names[1]), problem))
     for key, names in sorted(keys.items()):
-        if len(names) > 1:
-            problems.append(
-                Problem(
-                    episode_dir(names[1]), f"allocation key {key!r} belongs to several episodes: {', '.join(names)}"
-                )
-            )
+        problem = key_owner_problem(key, names, retired_keys.get(key))
+        if problem is not None:
+            problems.append(Problem(episode_dir(names[-1]), problem))
 
 
 def _check_artifacts(
