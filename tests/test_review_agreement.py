@@ -7,6 +7,9 @@ import contextlib
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,7 @@ from jobstate.paid.approval import approve, complete
 from jobstate.paid.step import paid_step
 from jobstate.store.store import Store
 
-from .conftest import FIXED, git, run_cli
+from .conftest import FIXED, git, run_cli, stable_cmd
 from .review_history import Interrupted, stepping_clock
 from .test_model import A34, E34, _alarms, _build, _replace
 
@@ -143,3 +146,37 @@ def test_allocate_and_verify_refuse_a_retired_key_by_the_same_rule(repo: Path) -
     proc = run_cli("verify", "--rev", "HEAD", cwd=repo)
     assert proc.returncode == 1
     assert rule in proc.stdout
+
+
+def test_list_and_report_give_an_orphaned_step_the_same_status(repo: Path, tmp_path: Path) -> None:
+    assert run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=repo).returncode == 0
+    started, go = tmp_path / "started", tmp_path / "go"
+    script = (
+        "import pathlib, time\n"
+        f"pathlib.Path({str(started)!r}).write_text('x')\n"
+        f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.05)\n"
+    )
+    cmd = [sys.executable, "-m", "jobstate", "run", "--episode", "2026-W32-0", "--step", "slow", "--"]
+    # no pipes: CMD inherits them and outlives jobstate
+    proc = subprocess.Popen([*cmd, *stable_cmd(script)], cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), f"jobstate run did not start its command (exit {proc.poll()})"
+        proc.kill()  # jobstate dies; its CMD lives on, holding the step lock: an orphaned step
+        proc.wait(timeout=60)
+        listed = run_cli("list", cwd=repo)
+        assert listed.stdout.split("\t")[1] == "running", listed.stdout
+        reported = json.loads(run_cli("report", "--format", "json", cwd=repo).stdout)
+        assert [e["status"] for e in reported["episodes"]] == ["running"]
+        assert reported["unknown_steps"] == []
+    finally:
+        go.write_text("go")
+    deadline = time.monotonic() + 30
+    while run_cli("list", cwd=repo).stdout.split("\t")[1] == "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    # the CMD ended without jobstate: both now say unknown
+    assert run_cli("list", cwd=repo).stdout.split("\t")[1] == "unknown"
+    reported = json.loads(run_cli("report", "--format", "json", cwd=repo).stdout)
+    assert [e["status"] for e in reported["episodes"]] == ["unknown"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from jobstate.atomic import TEMP_PREFIX
@@ -52,6 +53,12 @@ def running_steps(
         if holder is not None and not (other_than_us and holder.get("pid") == os.getpid()):
             found[step] = holder
     return found
+
+
+def steps_running_at(root: Path, episode_id: str, steps: Iterable[str]) -> set[str]:
+    """Of ``steps``, those whose step lock is held now in the work tree at ``root`` (host-local): what
+    ``running_steps`` answers, for a reader that opens no Store (report). Read-only."""
+    return {step for step in steps if read_holder(root / step_lock_path(episode_id, step)) is not None}
 
 
 def remove_temp_files(store: Store, directory: str, notify: Callable[[str], None]) -> bool:
