@@ -4,7 +4,6 @@ and each rule the issue found applied by one and not the other is now applied by
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from jobstate.store.store import Store
 
 from .conftest import FIXED, git, run_cli, stable_cmd
 from .review_history import Interrupted, stepping_clock
-from .test_model import A34, E34, _alarms, _build, _replace
+from .test_model import E34, _alarms, _build, _replace
 
 
 @pytest.fixture(scope="module")
@@ -58,46 +57,6 @@ def test_a_hand_rewritten_cost_is_the_alarm_only_never_also_an_added_cost(pipeli
     assert found["cost_totals"] == {}
     assert "Cost entries added" not in run_cli("diff", "base", cwd=pipeline).stdout
     assert "cost entry rewritten" in _verify_against(pipeline, "base")
-
-
-def _collect_a34(repo: Path) -> None:
-    """2026-W34-1's accepted step collected, with an artifact out.txt; tagged base2."""
-    with (
-        Store(repo, now=stepping_clock(FIXED.replace(day=21)), lock_timeout=5) as store,
-        paid_step(store, "2026-W34-1", "generate", max_cost="5.00 USD") as step,
-    ):
-        (step.output_dir / "out.txt").write_text("generated\n")
-        step.artifact("out.txt")
-    git(repo, "tag", "base2")
-
-
-def test_an_artifact_overwritten_by_a_later_step_is_flagged_by_diff_and_verify(pipeline: Path) -> None:
-    _collect_a34(pipeline)
-    data = b"polished\n"
-    (pipeline / f"{A34}/out.txt").write_bytes(data)
-    text = (pipeline / f"{A34}/artifacts.yaml").read_text()
-    sha = text.split("sha256: ")[1].split("\n")[0]
-    text = text.replace(sha, hashlib.sha256(data).hexdigest()).replace("step: generate", "step: polish")
-    (pipeline / f"{A34}/artifacts.yaml").write_text(text.replace("size: 10", f"size: {len(data)}"))
-    git(pipeline, "commit", "-qam", "another step's output over generate's")
-    assert [a["kind"] for a in _alarms(pipeline, "base2")] == ["artifact overwritten"]
-    assert "artifact overwritten" in _verify_against(pipeline, "base2")
-
-
-def test_a_later_step_never_overwrites_an_artifact_and_nothing_is_written(pipeline: Path) -> None:
-    _collect_a34(pipeline)
-    head = git(pipeline, "rev-parse", "HEAD")
-    with (
-        Store(pipeline, now=lambda: FIXED.replace(day=22), lock_timeout=5) as store,
-        pytest.raises(JobstateError, match="another step \\(polish\\) never overwrites it") as caught,
-        paid_step(store, "2026-W34-1", "polish", max_cost="1.00 USD") as step,
-    ):
-        step.accepted("task-77")
-        (step.output_dir / "out.txt").write_text("polished\n")
-        step.artifact("out.txt")
-    assert caught.value.exit_code == 2
-    assert git(pipeline, "show", f"HEAD:{A34}/out.txt") == "generated\n"
-    assert git(pipeline, "rev-parse", "HEAD~2") == head  # the intent and the acceptance only
 
 
 def test_diff_compares_a_new_history_files_artifacts_with_the_records(pipeline: Path) -> None:

@@ -79,16 +79,6 @@ def _append(path: Path, text: str) -> bool:
     return True
 
 
-def _overwrite_artifact(record: Path) -> bool:
-    """Another step's output recorded over the first artifact (a well-formed record)."""
-    if not record.is_file() or "sha256: " not in record.read_text():
-        return False
-    text = record.read_text()
-    sha = text.split("sha256: ")[1].split("\n")[0]
-    record.write_text(text.replace(sha, "f" * 64, 1).replace("step: gen", "step: other", 1))
-    return True
-
-
 def _remove(directory: Path) -> bool:
     shutil.rmtree(directory)
     return True
@@ -106,7 +96,6 @@ EDITS: dict[str, Callable[[Path, Path], bool]] = {
     "reference rewritten": lambda _r, e: _replace(e / "submissions.yaml", "remote_ref: t", "remote_ref: x"),
     "key rewritten": lambda _r, e: _replace(e / "episode.yaml", "allocation_key: k", "allocation_key: z"),
     "decision rewritten": lambda _r, e: _replace(e / "approval.yaml", "by: editor", "by: boss"),
-    "artifact overwritten": lambda _r, e: _overwrite_artifact(e / "artifacts.yaml"),
     "settings noted": lambda r, _e: _append(r / "jobstate.yaml", "# a note\n"),
     "episode deleted": lambda _r, e: _remove(e),
 }

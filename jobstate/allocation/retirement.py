@@ -16,7 +16,7 @@ from jobstate.errors import AlreadyRecorded, EpisodeUnknown, UsageError
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import submissions
 from jobstate.store.fence import require_as_committed
-from jobstate.store.leftovers import running_steps
+from jobstate.store.leftovers import running_holder, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 from jobstate.store.yamlio import dumps
@@ -69,7 +69,8 @@ def retire(store: Store, episode_id: str, *, by: str, reason: str) -> Tombstone:
 def _refuse_open(store: Store, episode_id: str) -> None:
     """Refuse while a paid step of the episode is open, or its directory differs from HEAD."""
     steps = submissions(store, episode_id)
-    refusal = open_step_refusal(episode_id, steps, running_steps(store, episode_id), "retire")
+    busy = {step: running_holder(holder) for step, holder in running_steps(store, episode_id).items()}
+    refusal = open_step_refusal(episode_id, steps, busy, "retire")
     if refusal is not None:
         raise refusal
     require_as_committed(store, episode_id)  # the fence's rule: what differs is refused, never moved

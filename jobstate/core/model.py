@@ -164,12 +164,12 @@ def episode_change(old: Records, new: Records) -> list[Violation]:
 
 
 def artifacts_change(eid: str, old: Mapping[str, Artifact], new: Mapping[str, Artifact]) -> list[Violation]:
-    """An artifact, once recorded, stays recorded, and only the step that recorded it records it again
-    (a later attempt's rework): another step never overwrites it."""
+    """An artifact, once recorded, stays recorded (a step may record it again: a later step's report
+    replaces the record, with a warning to the operator)."""
     out: list[Violation] = []
     for path, before in sorted(old.items()):
         after = new.get(path)
-        if after is not None and (after.step == before.step or _artifact_value(after) == _artifact_value(before)):
+        if after is not None:  # re-recorded (a later step may, with a warning): only removal is refused
             continue
         rule = (
             "an artifact, once recorded, is never removed"

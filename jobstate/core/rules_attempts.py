@@ -14,9 +14,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from jobstate.core.approvals import Decision
-from jobstate.core.artifacts import Artifact
 from jobstate.core.attempts import Attempt, Steps, attempt_from_yaml_dict
-from jobstate.core.model import Violation, approved, artifacts_change, attempt_change, open_steps_of
+from jobstate.core.model import approved, attempt_change, open_steps_of
 from jobstate.core.records import AttemptState
 from jobstate.core.status import step_status
 from jobstate.errors import (
@@ -49,7 +48,9 @@ def moved(episode_id: str, attempt: Attempt, to: AttemptState, **fields: Any) ->
     return after
 
 
-def open_step_refusal(episode_id: str, steps: Steps, running: Collection[str], action: str) -> JobstateError | None:
+def open_step_refusal(
+    episode_id: str, steps: Steps, running: Mapping[str, str] | Collection[str], action: str
+) -> JobstateError | None:
     """Why ``action`` (approve, complete, retire) may not happen while a step of the episode is open, or
     None. Open: running now (its step lock is held), unknown (an intent nobody confirmed: exit 6, as
     ``run`` says it) or accepted at the vendor and not collected (busy: exit 3)."""
@@ -61,7 +62,8 @@ def open_step_refusal(episode_id: str, steps: Steps, running: Collection[str], a
                 f"cannot {action} {episode_id}: step {step} is unknown; run: {resolve_command(episode_id, step)}"
             )
         if status == "running":
-            return StepRunning(f"cannot {action} {episode_id}: step {step} is running now; wait for it to finish")
+            who = f" ({running[step]})" if isinstance(running, Mapping) and running.get(step) else ""
+            return StepRunning(f"cannot {action} {episode_id}: step {step} is running now{who}; wait for it to finish")
         if status == "accepted":
             return StepRunning(
                 f"cannot {action} {episode_id}: step {step} is accepted at the vendor (remote task "
@@ -81,15 +83,6 @@ def may_complete(episode_id: str, steps: Steps, decisions: Sequence[Decision], r
             f"episode {episode_id} is not approved; approve it first: jobstate approve --episode {episode_id} --by NAME"
         )
     assert not open_steps_of(steps)  # the model's definition and this one are the same
-
-
-def may_record_artifact(episode_id: str, recorded: Mapping[str, Artifact], path: str, step: str) -> Violation | None:
-    """The precondition of recording ``path`` for ``step``: why ``core.model.artifacts_change`` would
-    refuse it (another step recorded that path), or None."""
-    before = recorded.get(path)
-    if before is None or before.step == step:
-        return None
-    return artifacts_change(episode_id, recorded, {**recorded, path: before._replace(step=step, sha256="")})[0]
 
 
 def may_start_attempt(episode_id: str, step: str, last: Attempt | None, decisions: Sequence[Decision]) -> bool:

@@ -14,7 +14,7 @@ from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepAlreadyComple
 from jobstate.paid.guard import guard
 from jobstate.store.catalog import Catalog
 from jobstate.store.episode_files import approval_file, artifacts, cost_entries, record_change, submissions
-from jobstate.store.leftovers import remove_temp_files, running_steps
+from jobstate.store.leftovers import remove_temp_files, running_holder, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 
@@ -62,7 +62,8 @@ def approve(
 
 def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
     steps = submissions(store, episode_id)
-    refusal = open_step_refusal(episode_id, steps, running_steps(store, episode_id, steps=steps), action)
+    busy = {step: running_holder(holder) for step, holder in running_steps(store, episode_id, steps=steps).items()}
+    refusal = open_step_refusal(episode_id, steps, busy, action)
     if refusal is not None:
         raise refusal
 

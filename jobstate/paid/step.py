@@ -39,7 +39,7 @@ from jobstate.core.layout import (
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState, Episode
-from jobstate.core.rules_attempts import may_record_artifact, may_start_attempt, moved
+from jobstate.core.rules_attempts import may_start_attempt, moved
 from jobstate.errors import (
     EpisodeCompleted,
     JobstateError,
@@ -221,12 +221,6 @@ class PaidStep:
         box: list[Artifact] = []
 
         def decide(_cat: Catalog) -> StateChange[None]:
-            refused = may_record_artifact(eid, artifacts(self.store, eid), rel, self.step)
-            if refused is not None:
-                raise UsageError(
-                    f"artifact {rel!r} of step {self.step}: {refused.rule}; nothing was recorded: "
-                    "report it under another path"
-                )
             data = read_artifact(self.output_dir, rel)
             digest, size = sha256_bytes(data)
             record = new_artifact(digest, size, self.step)

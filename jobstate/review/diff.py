@@ -287,6 +287,8 @@ def _signers(path: Path, base: str, rev: str, result: Diff) -> None:
     """Who signed each new decision: the commit that introduced it (a merge's own decisions included),
     verified with the repository's trust; the signer rule is ``core.rules_decisions.signer_problem``,
     as ``verify --approvers`` applies it."""
+    if not (result.decisions or result.steps or result.completed):
+        return  # no decision in the change: no commit to read
     found = signed_decisions(locate(path), rev, base)
     by_decision = {(f.decided.episode, f.decided.what, f.decided.by, f.decided.at): f for f in found}
     for row in result.decisions:

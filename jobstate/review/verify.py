@@ -26,11 +26,13 @@ from jobstate.core.layout import (
     ARTIFACTS,
     CONFIG_FILE,
     COSTS,
+    HISTORY,
     PRIVATE,
     RECORD_FILES,
     STATE,
     SUBMISSIONS,
     episode_dir,
+    episode_of,
     is_retired_path,
 )
 from jobstate.core.model import (
@@ -167,17 +169,16 @@ def collect(
     tombstones: dict[str, str] = {}
     for path in files:
         parts = path.split("/")
-        if parts[0] == "state":
-            if len(parts) < 3:
-                if parts[1] != ".gitkeep":
-                    problems.append(Problem(path, "state/ holds only episode directories"))
-                continue
-            by_dir.setdefault(parts[1], []).append(path)
-        elif parts[0] == "history" and len(parts) == 2 and parts[1] != ".gitkeep":
-            if parts[1].endswith(".yaml"):
-                history[parts[1][:-5]] = path
-            else:
-                problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+        described = episode_of(path)  # the one reading of which episode a path describes
+        if described is not None and described[1] == HISTORY:
+            history[described[0]] = path
+        elif described is not None:
+            by_dir.setdefault(described[0], []).append(path)
+        elif parts[0] == STATE:
+            if parts[1] != ".gitkeep":
+                problems.append(Problem(path, "state/ holds only episode directories"))
+        elif parts[0] == HISTORY and len(parts) == 2 and parts[1] != ".gitkeep":
+            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
         elif is_retired_path(path):
             tombstones[parts[2][:-5]] = path
         elif parts[0] == "history" and len(parts) > 2:
