@@ -72,7 +72,9 @@ def open_step_refusal(
     return None
 
 
-def may_complete(episode_id: str, steps: Steps, decisions: Sequence[Decision], running: Collection[str]) -> None:
+def may_complete(
+    episode_id: str, steps: Steps, decisions: Sequence[Decision], running: Mapping[str, str] | Collection[str]
+) -> None:
     """The precondition of ``complete``: history is written only for an approved episode with no step
     open (``core.model.completion_problems`` is the same rule on the written history)."""
     refusal = open_step_refusal(episode_id, steps, running, "complete")

@@ -78,7 +78,8 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
         episode = guard(store, episode_id, notify=notify)
         steps = submissions(store, episode_id)
         decisions = approval_file(store, episode_id)[0]
-        may_complete(episode_id, steps, decisions, running_steps(store, episode_id, steps=steps))
+        busy = {step: running_holder(holder) for step, holder in running_steps(store, episode_id, steps=steps).items()}
+        may_complete(episode_id, steps, decisions, busy)
         decision = decisions[-1]
         refs = {a.remote_ref for s in submissions(store, episode_id).values() for a in s if a.remote_ref}
         record = {
