@@ -317,9 +317,9 @@ def bench_scaling() -> None:
 
 # ------------------------------------------------------------- full: verify
 def bench_verify() -> None:
-    from jobstate.git.snapshot import WorkTree
     from jobstate.hashing import hash_files
     from jobstate.review.verify import collect, verify
+    from jobstate.store.snapshot import WorkTree
 
     episodes = int(os.environ.get("BENCH_VERIFY_EPISODES", "10000"))
     big = int(os.environ.get("BENCH_VERIFY_BIG", "100"))

@@ -232,7 +232,7 @@ def test_costs_and_decisions_are_ledgers_of_the_episode() -> None:
 def test_appended_is_what_a_ledger_gained() -> None:
     assert appended([1, 2], [1, 2, 3]) == [3]
     assert appended([], [1]) == [1]
-    assert appended([1, 2], [2, 9, 1, 1]) == [9, 1]
+    assert appended([1, 2], [2, 9, 1, 1]) == []  # not an append: ledger_change's alarm, never also a row
     assert appended([1, 2], [1, 2]) == []
 
 
@@ -266,7 +266,20 @@ def test_no_artifact_changes_once_approved() -> None:
     same = {"a.txt": Artifact("aa", 1, "other", "sha256:aa"), "z.txt": one}
     assert episode_change(old, Rec(decisions=ok, artifacts=same)) == []
     rejected = Rec(decisions=[decision("rejected")], artifacts=old.artifacts)
-    assert episode_change(rejected, Rec(decisions=rejected.decisions, artifacts={"a.txt": two})) == []
+    # rework after a rejection: the step that recorded an artifact records it again
+    assert episode_change(rejected, Rec(decisions=rejected.decisions, artifacts={**old.artifacts, "a.txt": two})) == []
+
+
+def test_an_artifact_is_never_removed() -> None:
+    one, two = Artifact("aa", 1, "gen", {}), Artifact("bb", 1, "polish", {})
+    where = "state/2026-W32-0/artifacts.yaml"
+    old = Rec(artifacts={"a.txt": one, "z.txt": one})
+    assert episode_change(old, Rec(artifacts={"a.txt": one})) == [
+        Violation(
+            "artifact overwritten", EID, where, "z.txt", ("aa", 1), None, "an artifact, once recorded, is never removed"
+        )
+    ]
+    assert episode_change(old, Rec(artifacts={**old.artifacts, "a.txt": two})) == []  # re-recorded, warned
 
 
 def test_a_completed_episode_never_changes() -> None:
@@ -308,7 +321,9 @@ def test_history_is_written_only_for_an_approved_episode() -> None:
 
 
 def _wrong(name: str, recorded: Any, found: Any, rule: str) -> Violation:
-    return Violation("history disagrees", EID, "history/2026-W32-0.yaml", name, recorded, found, rule)
+    # written too early (not approved, a step open) or not agreeing with the records: two kinds of alarm
+    kind = "history without approval" if "is written only" in rule else "history disagrees"
+    return Violation(kind, EID, "history/2026-W32-0.yaml", name, recorded, found, rule)
 
 
 def test_history_agrees_with_the_records() -> None:

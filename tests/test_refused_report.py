@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from jobstate.core.attempts import attempt_from_yaml_dict
-from jobstate.core.model import attempt_change, attempts_violations, replacement
+from jobstate.core.model import attempt_change, attempts_violations
 from jobstate.core.records import AttemptState
+from jobstate.core.rules_attempts import replacement
 from jobstate.store.records import cost_entries, submissions
 from jobstate.store.store import Store
 

@@ -253,3 +253,74 @@ def test_diff_shows_the_verified_signer_and_a_mismatch_is_an_alarm(
             "message": "approved by 'editor' but signed by 'outsider'",
         }
     ]
+
+
+def _approval_in_a_merge(signed_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], editor: Path) -> str:
+    """An approval that only a merge commit brings in, the merge signed by the bot key; returns the base."""
+    assert _jobstate(signed_repo, capsys, "allocate", "--key", "a", "--week", "2026-W32")[0] == 0
+    base = git(signed_repo, "rev-parse", "HEAD").strip()
+    bot = git(signed_repo, "config", "user.signingkey").strip()
+    _signed_by(signed_repo, editor)
+    assert _jobstate(signed_repo, capsys, "approve", "--episode", "2026-W32-0", "--by", "editor")[0] == 0
+    approval = (signed_repo / "state/2026-W32-0/approval.yaml").read_bytes()
+    git(signed_repo, "reset", "-q", "--hard", base)
+    _signed_by(signed_repo, Path(bot))
+    git(signed_repo, "checkout", "-q", "-b", "side")
+    (signed_repo / "NOTES").write_text("unrelated\n")
+    git(signed_repo, "add", "NOTES")
+    git(signed_repo, "commit", "-q", "-m", "notes")
+    git(signed_repo, "checkout", "-q", "-")
+    git(signed_repo, "merge", "-q", "--no-ff", "--no-commit", "side")
+    (signed_repo / "state/2026-W32-0/approval.yaml").write_bytes(approval)
+    git(signed_repo, "add", "state")
+    git(signed_repo, "commit", "-q", "-m", "merge side")
+    assert len(git(signed_repo, "rev-parse", "HEAD^2").split()) == 1  # a merge commit
+    return base
+
+
+def test_an_approval_a_merge_commit_introduces_is_judged_by_the_merges_signer(
+    signed_repo: Path, tmp_path: Path, approvers: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    editor, file = approvers
+    base = _approval_in_a_merge(signed_repo, tmp_path, capsys, editor)
+    merge = git(signed_repo, "rev-parse", "HEAD").strip()
+    for against in ([], ["--against", base]):
+        code, out, _err = _jobstate(
+            signed_repo, capsys, "verify", "--rev", "HEAD", "--require-signed", "--approvers", str(file), *against
+        )
+        assert code == 1, out
+        assert f"commit {merge[:12]}: error: records a decision but is not signed by a key of the approvers" in out
+    code, out, _err = _jobstate(signed_repo, capsys, "diff", base, "--strict", "--format", "json")
+    assert code == 1, out
+    assert json.loads(out)["alarms"] == [
+        {
+            "kind": "decision signer mismatch",
+            "episode": "2026-W32-0",
+            "message": "approved by 'editor' but signed by 'test@example.invalid'",
+        }
+    ]
+
+
+def test_a_decision_merged_from_its_own_signed_commit_passes(
+    signed_repo: Path, tmp_path: Path, approvers: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    editor, file = approvers
+    assert _jobstate(signed_repo, capsys, "allocate", "--key", "a", "--week", "2026-W32")[0] == 0
+    base = git(signed_repo, "rev-parse", "HEAD").strip()
+    bot = git(signed_repo, "config", "user.signingkey").strip()
+    git(signed_repo, "checkout", "-q", "-b", "side")
+    _signed_by(signed_repo, editor)
+    assert _jobstate(signed_repo, capsys, "approve", "--episode", "2026-W32-0", "--by", "editor")[0] == 0
+    git(signed_repo, "checkout", "-q", "-")
+    _signed_by(signed_repo, Path(bot))
+    (signed_repo / "NOTES").write_text("unrelated\n")
+    git(signed_repo, "add", "NOTES")
+    git(signed_repo, "commit", "-q", "-m", "notes")
+    git(signed_repo, "merge", "-q", "--no-ff", "-m", "merge side", "side")
+    code, out, _err = _jobstate(
+        signed_repo, capsys, "verify", "--rev", "HEAD", "--require-signed", "--approvers", str(file), "--against", base
+    )
+    assert code == 0, out
+    code, out, _err = _jobstate(signed_repo, capsys, "diff", base, "--strict")
+    assert code == 0, out
+    assert "editor (signed: editor)" in out

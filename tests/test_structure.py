@@ -84,7 +84,7 @@ def test_function_local_imports_only_at_the_dispatch_boundary_or_documented_star
         for _target, line, in_function in _imports(path):
             if in_function and name not in LAZY_BOUNDARIES and "start-up" not in lines[line - 1]:
                 offenders.append(f"{name}:{line}: {lines[line - 1].strip()}")
-    assert offenders == []
+    assert offenders == [], offenders
 
 
 def test_core_is_pure_and_third_party_libraries_have_one_home_each() -> None:
@@ -108,3 +108,49 @@ def test_core_is_pure_and_third_party_libraries_have_one_home_each() -> None:
         "git": {"jobstate.git.repo"},
         "sqlite3": {"jobstate.store.catalog"},
     }
+
+
+CAPABILITIES = ("jobstate.allocation", "jobstate.paid", "jobstate.review")
+
+
+def test_capability_packages_never_import_each_other() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        mine = next((c for c in CAPABILITIES if name == c or name.startswith(f"{c}.")), None)
+        if mine is None:
+            continue
+        for target, line, _in_function in _imports(path):
+            other = next((c for c in CAPABILITIES if target == c or target.startswith(f"{c}.")), None)
+            if other is not None and other != mine:
+                offenders.append(f"{name}:{line} imports {target}")
+    assert offenders == [], offenders
+
+
+def _string_constants(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string constant that is not a docstring, with its line."""
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_git_knows_nothing_of_jobstates_layout() -> None:
+    offenders = []
+    for path in (PACKAGE / "git").rglob("*.py"):
+        name = _module_name(path)
+        offenders += [f"{name}:{line} imports {t}" for t, line, _fn in _imports(path) if t == "jobstate.core.layout"]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, text in _string_constants(tree):
+            if any(word in text for word in ("state/", "history/", "episode.yaml", "approval.yaml", ".jobstate")):
+                offenders.append(f"{name}:{line} {text!r}")
+    assert offenders == [], offenders

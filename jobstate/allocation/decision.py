@@ -8,10 +8,11 @@ from jobstate.core.clock import format_time
 from jobstate.core.layout import episode_path
 from jobstate.core.periods import Period, format_episode_id, next_sequence
 from jobstate.core.records import Allocation, Episode
+from jobstate.core.rules_state import key_owner_problem
 from jobstate.core.tombstones import vanished_text
 from jobstate.errors import AllocationConflict, StateInvalid
-from jobstate.git.history import removing_commit
 from jobstate.store.catalog import Catalog, Row
+from jobstate.store.history import removing_commit
 from jobstate.store.records import checked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
@@ -37,9 +38,10 @@ def _decide(
     matches: dict[str, str] = {r.episode_id: r.period_id for r in rows}
     mine = [o for o in orphans if o.allocation_key == key]
     matches.update({o.episode_id: o.period_id for o in mine})
-    if len(matches) > 1:
+    problem = key_owner_problem(key, list(matches), None)
+    if problem is not None:  # the rule verify applies to every key: one key, one episode
         raise AllocationConflict(
-            f"allocation key {key!r} matches {len(matches)} episodes: {_conflict_text(matches)}; "
+            f"{problem} ({_conflict_text(matches)}); "
             "jobstate will not guess which to reuse: fix the state by hand (see jobstate show) and retry"
         )
     # episodes a killed allocate wrote but never committed keep their sequence: commit them now
@@ -97,10 +99,9 @@ def _refuse_gone(store: Store, cat: Catalog, key: str) -> None:
     seen = gone[0]
     stone = cat.retirement(seen.episode_id)
     if stone is not None:
-        raise AllocationConflict(
-            f"allocation key {key!r} belonged to episode {seen.episode_id}, retired ({stone.path}); "
-            "a retired episode's ID and key are never handed out again: use a new key"
-        )
+        # the rule verify applies to every key: a retired key is never handed out again
+        problem = key_owner_problem(key, [seen.episode_id], seen.episode_id)
+        raise AllocationConflict(f"{problem} ({seen.episode_id}, retired ({stone.path})): use a new key")
     removed = removing_commit(store.git.root, cat.meta("head") or "HEAD", seen.episode_id)
     raise AllocationConflict(
         f"allocation key {key!r} refused: {vanished_text(seen.episode_id, None, removed, last_seen=seen.seen_in)}; "

@@ -10,27 +10,25 @@ from __future__ import annotations
 from jobstate.core.clock import format_time
 from jobstate.core.layout import episode_dir, episode_path, history_path, retired_path
 from jobstate.core.periods import parse_episode_id
-from jobstate.core.status import step_status
+from jobstate.core.rules_attempts import open_step_refusal
 from jobstate.core.tombstones import MAX_BY, MAX_REASON, Tombstone, new_tombstone, validate_note
-from jobstate.errors import AlreadyRecorded, EpisodeUnknown, StepRunning, UsageError
-from jobstate.paid.guard import require_as_committed
-from jobstate.paid.running import running_steps
-from jobstate.paid.step import resolve_command
+from jobstate.errors import AlreadyRecorded, EpisodeUnknown, UsageError
 from jobstate.store.catalog import Catalog
+from jobstate.store.fence import require_as_committed
 from jobstate.store.records import checked, submissions
+from jobstate.store.running import running_holder, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 from jobstate.store.yamlio import dumps
-
-OPEN = frozenset({"running", "unknown", "accepted"})
 
 
 def retire(store: Store, episode_id: str, *, by: str, reason: str) -> Tombstone:
     """Remove the episode from state/ and commit its tombstone (history/retired/<id>.yaml).
 
     An episode that already vanished from HEAD (git rm, a reset) can be retired too: only the
-    tombstone is written, which accounts for it in verify. Refuses (StepRunning, exit 3) while
-    one of its paid steps is open; a second retirement records nothing (AlreadyRecorded, exit 0).
+    tombstone is written, which accounts for it in verify. Refuses while one of its paid steps is
+    open (``core.rules_attempts.open_step_refusal``: unknown is exit 6, running or accepted exit 3);
+    a second retirement records nothing (AlreadyRecorded, exit 0).
     """
     try:
         parse_episode_id(episode_id)
@@ -71,20 +69,8 @@ def retire(store: Store, episode_id: str, *, by: str, reason: str) -> Tombstone:
 def _refuse_open(store: Store, episode_id: str) -> None:
     """Refuse while a paid step of the episode is open, or its directory differs from HEAD."""
     steps = submissions(store, episode_id)
-    running = running_steps(store, episode_id)
-    for step in sorted(set(steps) | set(running)):
-        status = step_status(steps.get(step, []), running=step in running)
-        if status in OPEN:
-            raise StepRunning(
-                f"cannot retire {episode_id}: step {step} is {status}; a paid step is never retired while it is "
-                f"open: finish it first ({_way_out(episode_id, step, status)}), then retire"
-            )
+    busy = {step: running_holder(holder) for step, holder in running_steps(store, episode_id).items()}
+    refusal = open_step_refusal(episode_id, steps, busy, "retire")
+    if refusal is not None:
+        raise refusal
     require_as_committed(store, episode_id)  # the fence's rule: what differs is refused, never moved
-
-
-def _way_out(episode_id: str, step: str, status: str) -> str:
-    if status == "unknown":
-        return f"run: {resolve_command(episode_id, step)}"
-    if status == "accepted":
-        return "run the step again to collect what the vendor accepted"
-    return "wait for it to finish"

@@ -87,6 +87,18 @@ def describes_episode(path: str) -> str | None:
     return None
 
 
+def episode_of(path: str) -> tuple[str, str] | None:
+    """Which episode a repository path describes, and as what: (ID, path inside its directory) for a
+    file under ``state/<id>/``, (ID, ``HISTORY``) for ``history/<id>.yaml``; None for any other path.
+    The one reading of the layout every reader of paths uses."""
+    parts = path.split("/")
+    if parts[0] == STATE and len(parts) >= 3:
+        return parts[1], "/".join(parts[2:])
+    if parts[0] == HISTORY and len(parts) == 2 and parts[1].endswith(".yaml"):
+        return parts[1][:-5], HISTORY
+    return None
+
+
 def is_private(path: str) -> bool:
     """Whether ``path`` is ``.jobstate`` or under it: host-local files only jobstate writes."""
     return path == PRIVATE or path.startswith(f"{PRIVATE}/")

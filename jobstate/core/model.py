@@ -28,8 +28,8 @@ from decimal import Decimal
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from jobstate.core.approvals import Decision
-from jobstate.core.artifacts import Artifact
-from jobstate.core.attempts import CLOSED, OPEN, Attempt, Steps, attempt_from_yaml_dict
+from jobstate.core.artifacts import Artifact, artifact_map
+from jobstate.core.attempts import CLOSED, OPEN, Attempt, Steps
 from jobstate.core.costs import CostEntry, totals
 from jobstate.core.layout import (
     APPROVAL,
@@ -88,6 +88,7 @@ class Completed(Protocol):
     steps: Steps
     costs: list[CostEntry]
     decisions: list[Decision]
+    artifacts: dict[str, Artifact]
     history: dict[str, Any] | None
     legacy_approval: bool  # approval: in a legacy episode.yaml, kept as it was by a migration: not judged
 
@@ -97,7 +98,6 @@ class Records(Completed, Protocol):
 
     allocation_key: str | None
     allocated_at: str | None
-    artifacts: dict[str, Artifact]
     blobs: dict[str, str]  # every file of the episode -> its Git blob ID
 
     @property
@@ -124,7 +124,9 @@ def episode_change(old: Records, new: Records) -> list[Violation]:
     out += ledger_change(
         eid, record_path(eid, APPROVAL), "decisions", old.decisions, new.decisions, kind="decision rewritten"
     )
-    if approved(old.decisions) and _artifact_values(old.artifacts) != _artifact_values(new.artifacts):
+    if not approved(old.decisions):  # once approved, any change is the rule below's
+        out += artifacts_change(eid, old.artifacts, new.artifacts)
+    elif _artifact_values(old.artifacts) != _artifact_values(new.artifacts):
         changed = sorted(
             p
             for p in set(old.artifacts) | set(new.artifacts)
@@ -157,7 +159,34 @@ def episode_change(old: Records, new: Records) -> list[Violation]:
                 )
             )
     if old.history is None and new.history is not None:
-        out += [v._replace(kind="history without approval") for v in completion_problems(new)]
+        out += completion_problems(new)
+    return out
+
+
+def artifacts_change(eid: str, old: Mapping[str, Artifact], new: Mapping[str, Artifact]) -> list[Violation]:
+    """An artifact, once recorded, stays recorded (a step may record it again: a later step's report
+    replaces the record, with a warning to the operator)."""
+    out: list[Violation] = []
+    for path, before in sorted(old.items()):
+        after = new.get(path)
+        if after is not None:  # re-recorded (a later step may, with a warning): only removal is refused
+            continue
+        rule = (
+            "an artifact, once recorded, is never removed"
+            if after is None
+            else f"recorded by step {before.step}: another step ({after.step}) never overwrites it"
+        )
+        out.append(
+            Violation(
+                "artifact overwritten",
+                eid,
+                record_path(eid, ARTIFACTS),
+                path,
+                _artifact_value(before),
+                _artifact_value(after),
+                rule,
+            )
+        )
     return out
 
 
@@ -260,14 +289,9 @@ def ledger_change(eid: str, record: str, field: str, old: list[E], new: list[E],
 
 
 def appended(old: list[E], new: list[E]) -> list[E]:
-    """The entries an append-only list gained (all of ``new`` that ``old`` does not hold)."""
-    if new[: len(old)] == old:
-        return new[len(old) :]
-    rest = list(new)
-    for entry in old:
-        if entry in rest:
-            rest.remove(entry)
-    return rest
+    """The entries an append-only list gained: none when it was not only appended to (the change is then
+    ``ledger_change``'s alarm, never also an ordinary addition)."""
+    return new[len(old) :] if new[: len(old)] == old else []
 
 
 def _fields(entry: Any) -> Any:
@@ -317,43 +341,6 @@ def attempts_violations(eid: str, steps: Steps) -> list[Violation]:
     return out
 
 
-def decision_on(attempt: Attempt, decision: Mapping[str, Any]) -> dict[str, Any]:
-    """An operator's decision recorded on ``attempt``, keeping an earlier one under ``previous``: the only
-    way the model lets a resolution change (a field once written keeps its value otherwise)."""
-    if attempt.resolution is None:
-        return dict(decision)
-    return {**decision, "previous": dict(attempt.resolution)}
-
-
-def replacement(last: Attempt, new_ref: str, *, by: str, at: str, reason: str) -> tuple[Attempt, Attempt]:
-    """A resumed task the vendor reports under another reference, recorded as the operator decided:
-    ``last`` (accepted as the old reference) is superseded, naming the new one, and the next attempt is
-    accepted as ``new_ref`` with ``last``'s idempotency key, request and reservation, so nothing new is
-    submitted and the task's reservation is held once. ``replacement_problem`` is the rule verify checks."""
-    if last.state != AttemptState.ACCEPTED or last.remote_ref is None:
-        raise ValueError("only an accepted attempt's task is replaced")  # the caller checked: a bug otherwise
-    closed = last.updated(
-        state=AttemptState.SUPERSEDED,
-        closed_at=at,
-        resolution=decision_on(
-            last,
-            {"decision": "superseded", "was": "accepted", "replaced_by": new_ref, "by": by, "at": at, "reason": reason},
-        ),
-    )
-    fields: dict[str, Any] = {"attempt": last.number + 1}
-    for name in ("idempotency_key", "fingerprint", "reservation"):
-        if last.fields.get(name) is not None:
-            fields[name] = last.fields[name]
-    fields.update(
-        state=AttemptState.ACCEPTED.value,
-        remote_ref=new_ref,
-        started_at=at,
-        accepted_at=at,
-        resolution={"decision": "accepted", "replaces": last.remote_ref, "by": by, "at": at, "reason": reason},
-    )
-    return closed, attempt_from_yaml_dict(fields, f"attempt {last.number + 1} of {last.step}", last.step)
-
-
 def replacement_problem(before: Attempt, attempt: Attempt) -> str | None:
     """Why ``attempt`` is no valid replacement of ``before``'s task, when either says it is one; else None.
     A replacement follows the attempt it replaces, superseded with ``replaced_by`` its reference, and keeps
@@ -385,15 +372,16 @@ def completion_problems(records: Completed) -> list[Violation]:
     where = history_path(eid)
     out: list[Violation] = []
 
-    def wrong(field: str, recorded: Any, found: Any, rule: str) -> None:
-        out.append(Violation("history disagrees", eid, where, field, recorded, found, rule))
+    def wrong(field: str, recorded: Any, found: Any, rule: str, kind: str = "history disagrees") -> None:
+        out.append(Violation(kind, eid, where, field, recorded, found, rule))
 
+    early = "history without approval"
     if not approved(records.decisions) and not records.legacy_approval:
         latest = records.decisions[-1].status if records.decisions else None
-        wrong("approval", latest, history.get("approval"), "history is written only for an approved episode")
-    open_steps = sorted(s for s, attempts in records.steps.items() if attempts and attempts[-1].state in OPEN)
+        wrong("approval", latest, history.get("approval"), "history is written only for an approved episode", early)
+    open_steps = sorted(open_steps_of(records.steps))
     if open_steps:
-        wrong("steps", ", ".join(open_steps), "completed", "history is written only when no step is open")
+        wrong("steps", ", ".join(open_steps), "completed", "history is written only when no step is open", early)
     if "approval" in history and records.decisions and history["approval"] != records.decisions[-1].fields:
         wrong("approval", records.decisions[-1].fields, history["approval"], "must copy the latest decision")
     if "remote_refs" in history:
@@ -407,7 +395,41 @@ def completion_problems(records: Completed) -> list[Violation]:
             k: Decimal(v) for k, v in mine.items()
         }:
             wrong("cost_totals", mine, theirs, "must equal the ledger's totals")
+    out += history_artifact_problems(eid, history, records.artifacts)
     return out
+
+
+def history_artifact_problems(
+    eid: str, history: Mapping[str, Any], artifacts: Mapping[str, Artifact]
+) -> list[Violation]:
+    """The artifacts a history file lists (when it lists them) are the ones the records hold."""
+    if history.get("artifacts") is None:
+        return []
+    where = history_path(eid)
+    found: list[str] = []
+    listed = {k: a.sha256 for k, a in artifact_map(history.get("artifacts"), where, found).items()}
+    actual = {k: a.sha256 for k, a in artifacts.items()}
+    if listed == actual and not found:
+        return []
+    first = sorted(set(listed.items()) ^ set(actual.items()))
+    path = first[0][0] if first else "artifacts"
+    return [
+        Violation(
+            "history disagrees",
+            eid,
+            where,
+            f"artifacts {path}",
+            actual.get(path),
+            listed.get(path),
+            "must list the artifacts the records hold",
+        )
+    ]
+
+
+def open_steps_of(steps: Steps) -> list[str]:
+    """The steps that are open: the last attempt is an intent (unknown) or accepted (at the vendor).
+    The one definition every command that needs no step open (approve, complete, retire) asks."""
+    return sorted(s for s, attempts in steps.items() if attempts and attempts[-1].state in OPEN)
 
 
 def _decimal(value: Any) -> Decimal | None:

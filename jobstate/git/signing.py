@@ -9,8 +9,8 @@ the configured program and key (``gpg.format`` openpgp, ssh or x509,
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+from typing import NamedTuple
 
 from jobstate.errors import UsageError
 from jobstate.git.repoconfig import config_value
@@ -61,10 +61,20 @@ def _trust(allowed_signers: Path | None) -> tuple[str, ...]:
     return () if allowed_signers is None else ("-c", f"gpg.ssh.allowedSignersFile={allowed_signers}")
 
 
+class CommitSignature(NamedTuple):
+    """One commit and its signature as git checks it (``%G?``, and ``%GS``: the signer)."""
+
+    sha: str
+    parents: tuple[str, ...]
+    status: str
+    signer: str
+
+
 def signatures(
     cwd: Path, tip: str, base: str | None, paths: tuple[str, ...], *, allowed_signers: Path | None = None
-) -> list[tuple[str, str, str]]:
-    """(commit, ``%G?``, signer) of every commit that changed ``paths`` (since ``base``), oldest first.
+) -> list[CommitSignature]:
+    """Every commit that changed ``paths`` (since ``base``), merges included, oldest first, with its parents
+    and signature.
 
     ``G`` is a good signature from a trusted key: for ssh, one whose principal the allowed-signers
     file lists (the signer is that principal); for openpgp, a key the keyring trusts. This is a
@@ -78,7 +88,7 @@ def signatures(
         "log",
         "--full-history",
         "--reverse",
-        "--format=%H %G? %GS",
+        "--format=%H%x09%P%x09%G?%x09%GS",
         *rng,
         "--",
         *paths,
@@ -86,9 +96,8 @@ def signatures(
     )
     out = []
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        sha, _, rest = line.partition(" ")
-        status, _, signer = rest.partition(" ")
-        out.append((sha, status, signer.strip()))
+        sha, parents, status, signer = [*line.split("\t", 3), "", "", ""][:4]
+        out.append(CommitSignature(sha, tuple(parents.split()), status, signer.strip()))
     return out
 
 
@@ -98,55 +107,4 @@ def signature_problems(
     """(commit, problem) for every commit that changed ``paths`` (since ``base``) without a good
     signature (``%G?`` = G) from a trusted key. This is a read-only operation."""
     found = signatures(cwd, tip, base, paths, allowed_signers=allowed_signers)
-    return [
-        (sha, _STATUS.get(status, f"does not verify ({status})")) for sha, status, _signer in found if status != "G"
-    ]
-
-
-def decision_commits(cwd: Path, tip: str, base: str | None, paths: tuple[str, ...]) -> list[str]:
-    """The commits (since ``base``) that record a decision: they change an approval.yaml or history/,
-    or add a line naming ``resolution`` to a submissions.yaml. Oldest first; read-only."""
-    rng = [tip] + ([f"^{base}"] if base else [])
-    proc = run_git(
-        cwd, "log", "--full-history", "--reverse", "-p", "--format=commit %H", *rng, "--", *paths, env=READ_ONLY_ENV
-    )
-    decisions: list[str] = []
-    sha, file = "", ""
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        if line.startswith("commit "):
-            sha = line[7:].strip()
-        elif line.startswith("+++ "):
-            file = line[4:]
-            if file.endswith("/approval.yaml") or file.startswith("b/history/"):
-                decisions.append(sha)
-        elif line.startswith("+") and file.endswith("/submissions.yaml") and re.search(r"\bresolution\b", line):
-            decisions.append(sha)
-    return list(dict.fromkeys(decisions))
-
-
-def signers_by_file(cwd: Path, base: str, rev: str, pathspec: str) -> dict[str, list[tuple[str, str]]]:
-    """(``%G?``, signer) of each commit in ``base..rev`` that changed a file matching ``pathspec``,
-    per file, oldest first; verified with the repository's trust settings. Read-only."""
-    proc = run_git(
-        cwd,
-        "-c",
-        "core.quotePath=false",
-        "log",
-        "--reverse",
-        "--format=>%G? %GS",
-        "--name-only",
-        f"{rev}",
-        f"^{base}",
-        "--",
-        pathspec,
-        env=READ_ONLY_ENV,
-    )
-    out: dict[str, list[tuple[str, str]]] = {}
-    current = ("N", "")
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        if line.startswith(">"):
-            status, _, signer = line[1:].partition(" ")
-            current = (status, signer.strip())
-        elif line:
-            out.setdefault(line, []).append(current)
-    return out
+    return [(c.sha, _STATUS.get(c.status, f"does not verify ({c.status})")) for c in found if c.status != "G"]

@@ -9,20 +9,12 @@ from jobstate.core.approvals import Decision, approvals_to_yaml_dict, new_decisi
 from jobstate.core.clock import format_time
 from jobstate.core.costs import totals
 from jobstate.core.layout import APPROVAL, HISTORY, history_path
-from jobstate.core.records import AttemptState
-from jobstate.errors import (
-    AlreadyRecorded,
-    EpisodeCompleted,
-    StepAlreadyCompleted,
-    StepRunning,
-    SubmissionUnknown,
-    UsageError,
-)
+from jobstate.core.rules_attempts import may_complete, open_step_refusal
+from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepAlreadyCompleted, UsageError
 from jobstate.paid.guard import guard
-from jobstate.paid.running import remove_temp_files, running_holder, running_steps
-from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.records import approval_file, episode_records, record_change, submissions
+from jobstate.store.running import remove_temp_files, running_holder, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 
@@ -70,25 +62,10 @@ def approve(
 
 def _refuse_open_steps(store: Store, episode_id: str, action: str) -> None:
     steps = submissions(store, episode_id)
-    busy = running_steps(store, episode_id, steps=steps)
-    if busy:
-        who = "; ".join(f"{name}: {running_holder(holder)}" for name, holder in sorted(busy.items()))
-        raise StepRunning(
-            f"cannot {action} {episode_id}: step {', '.join(sorted(busy))} is running now ({who}); "
-            "wait for it to finish"
-        )
-    for step, attempts in steps.items():
-        state = attempts[-1].state if attempts else None
-        if state == AttemptState.INTENT:
-            raise SubmissionUnknown(
-                f"cannot {action} {episode_id}: step {step} is unknown; run: {resolve_command(episode_id, step)}"
-            )
-        if state == AttemptState.ACCEPTED:
-            # a step that runs, at the vendor rather than here: busy (3), as retire says too
-            raise StepRunning(
-                f"cannot {action} {episode_id}: step {step} is still running at the vendor "
-                f"(remote task {attempts[-1].remote_ref}); run the step again to collect it, then {action} it"
-            )
+    busy = {step: running_holder(holder) for step, holder in running_steps(store, episode_id, steps=steps).items()}
+    refusal = open_step_refusal(episode_id, steps, busy, action)
+    if refusal is not None:
+        raise refusal
 
 
 def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = lambda _line: None) -> dict[str, Any]:
@@ -99,15 +76,12 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
         if store.path(history_path(episode_id)).exists():
             raise StepAlreadyCompleted(f"episode {episode_id} is already completed; nothing new recorded")
         episode = guard(store, episode_id, notify=notify)
-        _refuse_open_steps(store, episode_id, "complete")
         # every record, a legacy episode.yaml's costs, decision and artifacts included (kept by a migration)
         found = episode_records(store, episode_id)
+        busy = {s: running_holder(h) for s, h in running_steps(store, episode_id, steps=found.steps).items()}
+        may_complete(episode_id, found.steps, found.decisions, busy)
         decision = found.approval
-        if decision is None or decision.status != "approved":
-            raise UsageError(
-                f"episode {episode_id} is not approved; approve it first: "
-                f"jobstate approve --episode {episode_id} --by NAME"
-            )
+        assert decision is not None  # may_complete refused an unapproved episode
         refs = {a.remote_ref for s in found.steps.values() for a in s if a.remote_ref}
         record = {
             **episode.to_yaml_dict(),

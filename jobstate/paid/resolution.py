@@ -17,17 +17,16 @@ from typing import NoReturn
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
 from jobstate.core.layout import result_path
-from jobstate.core.model import decision_on, replacement
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
 from jobstate.core.result import check_report
+from jobstate.core.rules_attempts import decision_on, moved, replacement, resolve_command
 from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepRunning, SubmissionUnknown, UsageError
 from jobstate.paid.guard import guard
-from jobstate.paid.running import running_holder, running_steps
-from jobstate.paid.step import resolve_command
 from jobstate.store.catalog import Catalog
 from jobstate.store.private import read_private
 from jobstate.store.records import submissions, submissions_change
+from jobstate.store.running import running_holder, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 
@@ -161,12 +160,12 @@ def resolve(
         now = format_time(store.now())
         decision = {"decision": "accepted" if ref else "not-submitted", "by": by, "at": now, "reason": reason}
         if ref:
-            attempts[-1] = last.updated(
-                state=AttemptState.ACCEPTED, remote_ref=ref, accepted_at=now, resolution=decision
+            attempts[-1] = moved(
+                episode_id, last, AttemptState.ACCEPTED, remote_ref=ref, accepted_at=now, resolution=decision
             )
             outcome = f"step {step} will resume remote task {ref}"
         else:
-            attempts[-1] = last.updated(state=AttemptState.NOT_SUBMITTED, closed_at=now, resolution=decision)
+            attempts[-1] = moved(episode_id, last, AttemptState.NOT_SUBMITTED, closed_at=now, resolution=decision)
             outcome = f"step {step} will start attempt {last.number + 1} with a new idempotency key"
         return submissions_change(
             store,
@@ -207,8 +206,8 @@ def _supersede(store: Store, episode_id: str, step: str, *, by: str, reason: str
             )
         now = format_time(store.now())
         decision = {"decision": "superseded", "was": last.state.value, "by": by, "at": now, "reason": reason}
-        attempts[-1] = last.updated(
-            state=AttemptState.SUPERSEDED, closed_at=now, resolution=decision_on(last, decision)
+        attempts[-1] = moved(
+            episode_id, last, AttemptState.SUPERSEDED, closed_at=now, resolution=decision_on(last, decision)
         )
         return submissions_change(
             store,

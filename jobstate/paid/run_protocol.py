@@ -31,9 +31,10 @@ from jobstate.core.money import validate_charge_amount, validate_charge_id, vali
 from jobstate.core.names import validate_remote_ref
 from jobstate.core.records import AttemptState
 from jobstate.core.result import COST_FIELDS, REPORT_FIELDS, check_report
+from jobstate.core.rules_attempts import resolve_command
 from jobstate.errors import ChargeConflict, CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
 from jobstate.paid.resolution import resolve
-from jobstate.paid.step import PaidStep, paid_step, resolve_command
+from jobstate.paid.step import PaidStep, paid_step
 from jobstate.store.private import read_private, set_aside
 from jobstate.store.records import artifacts
 from jobstate.store.store import Store

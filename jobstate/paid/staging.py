@@ -14,7 +14,6 @@ import errno
 import os
 import shutil
 import stat
-from collections.abc import Mapping
 from pathlib import Path
 
 from jobstate.core.layout import work_dir
@@ -80,40 +79,6 @@ def read_artifact(base: Path, rel: str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-def kept_outputs(store: Store, episode_id: str, completed: Mapping[str, set[int]]) -> dict[str, list[str]]:
-    """Staging directories of the episode's attempts that were not removed (an interrupted attempt's
-    output, kept for the operator): step -> repository-relative paths. Those of ``completed`` attempts
-    (step -> numbers), whose removal a kill interrupted, are not named. This is a read-only operation."""
-    base = store.path(work_dir(episode_id, "x")).parent
-    out: dict[str, list[str]] = {}
-    try:
-        steps = sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False))
-    except OSError:
-        return out
-    for step in steps:
-        try:
-            found = sorted(
-                (
-                    e.name
-                    for e in os.scandir(base / step)
-                    if e.is_dir(follow_symlinks=False)
-                    and _holds_files(e.path)
-                    and not (e.name.isdigit() and int(e.name) in completed.get(step, set()))
-                ),
-                key=lambda name: (len(name), name),
-            )
-        except OSError:
-            continue
-        if found:
-            out[step] = [f"{work_dir(episode_id, step)}/{name}" for name in found]
-    return out
-
-
-def _holds_files(path: str) -> bool:
-    with os.scandir(path) as entries:
-        return any(True for _ in entries)
 
 
 def make_output_dir(store: Store, episode_id: str, step: str, attempt: int | None, *, create: bool = True) -> Path:

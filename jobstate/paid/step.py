@@ -36,22 +36,20 @@ from jobstate.core.layout import (
     step_lock_path,
     work_dir,
 )
-from jobstate.core.model import approved
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_artifact_path, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState, Episode
+from jobstate.core.rules_attempts import may_start_attempt, moved
 from jobstate.errors import (
     EpisodeCompleted,
     JobstateError,
     StateInvalid,
     StepAlreadyCompleted,
-    SubmissionUnknown,
     UsageError,
 )
 from jobstate.hashing import sha256_bytes
 from jobstate.paid.guard import guard
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
-from jobstate.paid.running import running_holder
 from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
@@ -64,16 +62,16 @@ from jobstate.store.records import (
     submissions,
     submissions_change,
 )
+from jobstate.store.running import running_holder
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, sync, transact
 
 
-def resolve_command(episode_id: str, step: str) -> str:
-    """The exact command that settles an unknown submission."""
-    return (
-        f"jobstate resolve --episode {episode_id} --step {step} "
-        "(--accepted REMOTE_REF | --not-submitted) --by NAME --reason TEXT"
-    )
+def _changed(episode_id: str, attempt: Attempt, change: Mapping[str, Any]) -> Attempt:
+    """``attempt`` with ``change`` written: a move of its state goes along ``TRANSITIONS`` (the model)."""
+    fields = dict(change)
+    to = fields.pop("state", None)
+    return attempt.updated(**fields) if to is None else moved(episode_id, attempt, AttemptState(to), **fields)
 
 
 class PaidStep:
@@ -134,11 +132,11 @@ class PaidStep:
             attempts = steps.get(self.step, [])
             if not attempts or attempts[-1].number != self.attempt:
                 raise StateInvalid(f"{episode_dir(eid)}/{SUBMISSIONS}: attempt {self.attempt} of {self.step} vanished")
-            attempts[-1] = attempts[-1].updated(**change)
+            attempts[-1] = _changed(eid, attempts[-1], change)
             return submissions_change(self.store, eid, steps, message, None)
 
         transact(self.store, decide)
-        self._attempt = self._attempt.updated(**change)
+        self._attempt = _changed(eid, self._attempt, change)
 
     def accepted(self, remote_ref: str) -> None:
         """Record and commit at once that the vendor accepted the submission as ``remote_ref``."""
@@ -356,29 +354,9 @@ def _begin(
         attempts = steps.setdefault(step, [])
         last = attempts[-1] if attempts else None
         check_fingerprint(episode_id, step, last, fingerprint)  # before "completed": never silent
-        if last is not None and last.state == AttemptState.COMPLETED:
-            raise StepAlreadyCompleted(
-                f"step {step} of {episode_id} already completed (remote task {last.remote_ref}); nothing run"
-            )
-        if last is not None and last.state == AttemptState.INTENT:
-            raise SubmissionUnknown(
-                f"step {step} of {episode_id} attempt {last.number} (idempotency key "
-                f"{last.idempotency_key}) was started on host {last.get('host') or '?'} (pid "
-                f"{last.get('pid') or '?'}) at {last.get('started_at')} and its acceptance is not recorded: "
-                "if that run is still going, wait for it; otherwise check with the vendor, then run: "
-                f"{resolve_command(episode_id, step)}",
-                last.number,
-            )
-        if last is not None and last.state == AttemptState.ACCEPTED:
+        if may_start_attempt(episode_id, step, last, approval_file(store, episode_id)[0]):
+            assert last is not None  # resumed: the vendor accepted it, nothing new is submitted
             return record_change(store, episode_id, {}, "", result=PaidStep(store, episode, step, last))
-        # what is left: no attempt yet, or a closed one (not submitted, superseded): a new attempt may start
-        if approved(approval_file(store, episode_id)[0]):
-            # the model keeps an approved episode's artifacts as approved: refuse before anything is paid
-            raise UsageError(
-                f"episode {episode_id} is approved, so its artifacts are final and step {step} was not run; "
-                f"to rework it, reject it first: jobstate approve --episode {episode_id} --reject --by NAME "
-                "--reason TEXT"
-            )
         notices: list[str] = []
         reservation = reserve(store, episode, step, max_cost, notices)  # exit 8 before the intent is written
         number = 1 if last is None else last.number + 1

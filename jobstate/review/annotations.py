@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jobstate.git.snapshot import Revision, Snapshot, WorkTree, locate
 from jobstate.review.problem import Problem
 from jobstate.review.verify import Report
+from jobstate.store.snapshot import Revision, Snapshot, WorkTree, locate
 from jobstate.store.yamlio import key_line
 
 # what a problem message names first -> where that lives in its YAML file

@@ -1,5 +1,6 @@
 """The lifecycle model applied to revisions: every change from one state to another, and every
-commit of a range, checked against ``core.model``. Used by ``diff`` and ``verify --against``.
+commit of a range, checked against ``core.rules_state`` (and through it ``core.model``). Used by
+``diff`` and ``verify --against``.
 
 This is a read-only operation (Git objects only).
 """
@@ -8,82 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobstate.core.layout import EPISODE_FILE, episode_dir, record_path
-from jobstate.core.model import Violation, episode_change, settings_change
-from jobstate.core.periods import is_period
-from jobstate.git.snapshot import git_read, locate
-from jobstate.review.revision import StateView, read_state
+from jobstate.core.layout import episode_of
+from jobstate.core.model import Violation
+from jobstate.core.rules_state import migrated_from, state_violations
+from jobstate.review.revision import read_state
+from jobstate.store.snapshot import git_read, locate
 
 # how many commits of a range are checked one by one; a longer range is checked as a whole, and said so
 MAX_COMMITS = 200
-
-
-def migrated_from(base: StateView, new: StateView) -> dict[str, str]:
-    """New episode ID -> the legacy ID it was migrated from, in the one shape ``migrate`` writes:
-    ``state/<period>/`` (no episode_id) became ``state/<period>-0/`` with ``migration.from_id``."""
-    out: dict[str, str] = {}
-    for view in new.episodes.values():
-        origin = view.migration.get("from_id") if view.migration else None
-        if not isinstance(origin, str) or view.episode_id in base.episodes:
-            continue
-        old = base.episodes.get(origin)
-        if old is not None and old.legacy and is_period(origin) and view.episode_id == f"{origin}-0":
-            out[view.episode_id] = origin
-    return out
-
-
-def state_violations(base: StateView, new: StateView) -> list[Violation]:
-    """Every change from ``base`` to ``new`` that the model refuses. Pure."""
-    moved = migrated_from(base, new)
-    out: list[Violation] = []
-    for eid, view in sorted(new.episodes.items()):
-        origin = moved.get(eid)
-        old = base.episodes.get(eid)
-        if old is None and origin is None and view.migration and view.migration.get("from_id") is not None:
-            out.append(
-                Violation(
-                    "migration drift",
-                    eid,
-                    record_path(eid, EPISODE_FILE),
-                    "migration.from_id",
-                    None,
-                    view.migration.get("from_id"),
-                    "only jobstate migrate writes it: state/<period>/ -> state/<period>-0/",
-                )
-            )
-        if old is not None and origin is None:
-            out += episode_change(old, view)
-    gone = set(moved.values())
-    for eid in sorted(set(base.episodes) - set(new.episodes) - gone):
-        out.append(
-            Violation(
-                "episode deleted",
-                eid,
-                episode_dir(eid),
-                "directory",
-                base.episodes[eid].status,
-                None,
-                "an episode is never removed (jobstate retire keeps a tombstone)",
-            )
-        )
-    owners = {v.allocation_key: eid for eid, v in base.episodes.items() if v.allocation_key and not v.legacy}
-    for eid, view in sorted(new.episodes.items()):
-        owner = owners.get(view.allocation_key or "")
-        if owner is not None and owner != eid and moved.get(eid) != owner:
-            out.append(
-                Violation(
-                    "key moved",
-                    eid,
-                    record_path(eid, EPISODE_FILE),
-                    "allocation_key",
-                    f"{view.allocation_key} of {owner}",
-                    f"{view.allocation_key} of {eid}",
-                    "a key belongs to one episode forever",
-                )
-            )
-    if base.settings is not None and new.settings is not None:
-        out += settings_change(base.settings, new.settings, episodes=bool(base.episodes))
-    return out
 
 
 def touched(cwd: Path, base: str, rev: str) -> set[str] | None:
@@ -154,9 +87,5 @@ def range_violations(path: Path, base: str, rev: str) -> tuple[list[Violation], 
 
 
 def _episode_of(path: str) -> str | None:
-    parts = path.split("/")
-    if parts[0] == "state" and len(parts) >= 3:
-        return parts[1]
-    if parts[0] == "history" and len(parts) == 2 and parts[1].endswith(".yaml"):
-        return parts[1][:-5]
-    return None
+    found = episode_of(path)
+    return None if found is None else found[0]

@@ -19,14 +19,15 @@ from jobstate.core.layout import PRIVATE
 from jobstate.core.model import Violation, appended, tracked_private
 from jobstate.core.money import sum_by_currency
 from jobstate.core.records import AttemptState
-from jobstate.git.history import removing_commit
-from jobstate.git.signing import signers_by_file
-from jobstate.git.snapshot import Revision, locate
-from jobstate.review.changes import migrated_from, range_violations, state_violations
+from jobstate.core.rules_state import migrated_from, state_violations
+from jobstate.review.changes import range_violations
+from jobstate.review.decisions import signed_decisions
 from jobstate.review.revision import StateView, read_state
 from jobstate.review.spending import budget_use
 from jobstate.review.vanished import find_vanished, tombstones_at
 from jobstate.review.verify import collect, preservation
+from jobstate.store.history import removing_commit
+from jobstate.store.snapshot import Revision, locate
 
 E = TypeVar("E")  # an entry of an append-only ledger
 
@@ -236,6 +237,7 @@ ALARM_ORDER = [
     "history without approval",
     "history disagrees",
     "artifact changed after approval",
+    "artifact overwritten",
     "cost entry rewritten",
     "key moved",
     "episode rewritten",
@@ -283,26 +285,22 @@ def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
 
 
 def _signers(path: Path, base: str, rev: str, result: Diff) -> None:
-    """Who signed each new decision: the last commits that changed its approval.yaml (one decision
-    each, as approve commits). A good signature whose principal is not ``by`` is an alarm."""
-    if not result.decisions:
-        return
-    commits = signers_by_file(locate(path), base, rev, "state/*/approval.yaml")
-    per_episode: dict[str, list[dict[str, Any]]] = {}
+    """Who signed each new decision: the commit that introduced it (a merge's own decisions included),
+    verified with the repository's trust; the signer rule is ``core.rules_decisions.signer_problem``,
+    as ``verify --approvers`` applies it."""
+    if not (result.decisions or result.steps or result.completed):
+        return  # no decision in the change: no commit to read
+    found = signed_decisions(locate(path), rev, base)
+    by_decision = {(f.decided.episode, f.decided.what, f.decided.by, f.decided.at): f for f in found}
     for row in result.decisions:
-        per_episode.setdefault(str(row["episode_id"]), []).append(row)
-    for eid, rows in per_episode.items():
-        found = commits.get(f"state/{eid}/approval.yaml", [])[-len(rows) :]
-        for row, (status, signer) in zip(rows[-len(found) :] if found else [], found, strict=True):
-            row["signature"], row["signer"] = status, signer or None
-            if status == "G" and signer != row["by"]:
-                result.alarms.append(
-                    {
-                        "kind": "decision signer mismatch",
-                        "episode": eid,
-                        "message": f"{row['status']} by {row['by']!r} but signed by {signer!r}",
-                    }
-                )
+        signed = by_decision.get((str(row["episode_id"]), row["status"], row["by"], row["at"]))
+        if signed is not None:
+            row["signature"], row["signer"] = signed.status, signed.signer or None
+    for f in found:
+        if f.problem is not None:
+            result.alarms.append(
+                {"kind": "decision signer mismatch", "episode": f.decided.episode, "message": f.problem}
+            )
     result.alarms.sort(key=lambda a: ALARM_ORDER.index(a["kind"]) if a["kind"] in ALARM_ORDER else len(ALARM_ORDER))
 
 

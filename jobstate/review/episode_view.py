@@ -7,10 +7,9 @@ from typing import Any
 from jobstate.core.costs import totals
 from jobstate.core.records import AttemptState, Episode
 from jobstate.core.status import episode_status, step_status
-from jobstate.paid.running import running_steps
-from jobstate.paid.staging import kept_outputs
 from jobstate.store.private import refused_reports
 from jobstate.store.records import episode_records
+from jobstate.store.running import kept_outputs, running_steps
 from jobstate.store.store import Store
 
 

@@ -7,18 +7,20 @@ Report out. Spend is counted in the period of the episode it was spent for.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from jobstate.core.periods import parse_period, require_kind
-from jobstate.core.records import AttemptState
-from jobstate.core.status import STATUSES
+from jobstate.core.status import STATUSES, episode_status, step_status
 from jobstate.errors import UsageError
 from jobstate.review.escape import shell_command
 from jobstate.review.revision import StateView, read_state
 from jobstate.review.spending import budget_use
+from jobstate.store.running import steps_running_at
+from jobstate.store.snapshot import git_read, is_bare, locate
 
 
 @dataclass
@@ -84,8 +86,15 @@ def _fmt(sums: dict[str, Decimal]) -> dict[str, str]:
     return {k: format(v, "f") for k, v in sorted(sums.items())}
 
 
-def build_report(state: StateView, since: str | None = None, until: str | None = None) -> Report:
-    """The report of ``state`` for periods ``since``..``until`` (inclusive; None is open). Pure."""
+def build_report(
+    state: StateView,
+    since: str | None = None,
+    until: str | None = None,
+    running: Mapping[str, set[str]] | None = None,
+) -> Report:
+    """The report of ``state`` for periods ``since``..``until`` (inclusive; None is open), with the steps
+    running now per episode (``running``: when ``state`` is the checked-out HEAD). Pure."""
+    running = running or {}
     out = Report(state.rev, state.commit, since, until, unreadable=list(state.unreadable))
     views = sorted(
         (v for v in state.episodes.values() if _in_range(v.period_id, since, until)),
@@ -95,14 +104,16 @@ def build_report(state: StateView, since: str | None = None, until: str | None =
     by_step: dict[str, dict[str, Decimal]] = {}
     totals: dict[str, Decimal] = {}
     for v in views:
-        status = v.status
+        now = running.get(v.episode_id, set())
+        latest = v.decisions[-1] if v.decisions else None
+        status = episode_status(steps=v.steps, approval=latest, completed=v.completed_at is not None, running=now)
         spent: dict[str, Decimal] = {}
         for entry in v.costs:
             _add(spent, entry.currency, entry.amount)
             _add(totals, entry.currency, entry.amount)
             _add(by_step.setdefault(entry.step, {}), entry.currency, entry.amount)
         for step, attempts in sorted(v.steps.items()):
-            if attempts and attempts[-1].state == AttemptState.INTENT:
+            if step_status(attempts, running=step in now) == "unknown":
                 last = attempts[-1]
                 out.unknown.append(
                     {
@@ -169,7 +180,23 @@ def report(
     bound = since or until
     if bound is not None and state.settings is not None:
         require_kind(parse_period(bound), state.settings.period, f"revision {rev}")  # like list: never "0 episodes"
-    return build_report(state, since, until)
+    return build_report(state, since, until, _running_now(locate(path), state))
+
+
+def _running_now(cwd: Path, state: StateView) -> dict[str, set[str]]:
+    """The steps whose step lock is held now, per episode, when ``state`` is what the work tree has
+    checked out: the same status word as ``list`` then (an orphaned CMD still runs its step)."""
+    if is_bare(cwd):
+        return {}
+    head = git_read(cwd, "rev-parse", "--verify", "-q", "HEAD^{commit}", check=False).stdout.decode().strip()
+    if head != state.commit:
+        return {}
+    out: dict[str, set[str]] = {}
+    for eid, view in state.episodes.items():
+        found = steps_running_at(cwd, eid, view.steps)  # as list asks: every step with a record
+        if found:
+            out[eid] = found
+    return out
 
 
 def _periods(state: StateView, since: str | None, until: str | None) -> list[str]:

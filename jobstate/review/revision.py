@@ -17,9 +17,9 @@ from jobstate.core.episode_records import EpisodeRecords, Problems, new_records
 from jobstate.core.layout import CONFIG_FILE, HISTORY, RECORD_FILES
 from jobstate.core.model import Settings
 from jobstate.errors import StateInvalid
-from jobstate.git.snapshot import Revision, locate
 from jobstate.store.config import config_from_text
 from jobstate.store.records import read_episode
+from jobstate.store.snapshot import Revision, locate
 
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
 

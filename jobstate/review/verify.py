@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobstate.core.artifacts import artifact_map
 from jobstate.core.clock import time_text
 from jobstate.core.episode_records import EpisodeRecords, Problems, fill, legacy_fields
 from jobstate.core.layout import (
@@ -24,25 +23,34 @@ from jobstate.core.layout import (
     ARTIFACTS,
     CONFIG_FILE,
     COSTS,
+    HISTORY,
     PRIVATE,
     RECORD_FILES,
     STATE,
     SUBMISSIONS,
     episode_dir,
+    episode_of,
     is_retired_path,
 )
-from jobstate.core.model import attempts_violations, completion_problems, tracked_private
+from jobstate.core.model import (
+    Violation,
+    attempts_violations,
+    completion_problems,
+    history_artifact_problems,
+    tracked_private,
+)
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import is_period, parse_period
 from jobstate.core.preservation import compare
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
+from jobstate.core.rules_state import key_owner_problem, sequence_problem
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
-from jobstate.git.signing import decision_commits, signature_problems, signatures
-from jobstate.git.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
+from jobstate.git.signing import signature_problems
 from jobstate.hashing import Progress
 from jobstate.review.changes import change_violations
+from jobstate.review.decisions import signed_decisions
 from jobstate.review.escape import shell_command
 from jobstate.review.problem import Problem, problems_of
 from jobstate.review.spending import check_budgets, check_settlement
@@ -56,6 +64,7 @@ from jobstate.review.vanished import (
 )
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_text
+from jobstate.store.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.store.yamlio import loads
 
 R = TypeVar("R")
@@ -150,17 +159,16 @@ def collect(
     tombstones: dict[str, str] = {}
     for path in files:
         parts = path.split("/")
-        if parts[0] == "state":
-            if len(parts) < 3:
-                if parts[1] != ".gitkeep":
-                    problems.append(Problem(path, "state/ holds only episode directories"))
-                continue
-            by_dir.setdefault(parts[1], []).append(path)
-        elif parts[0] == "history" and len(parts) == 2 and parts[1] != ".gitkeep":
-            if parts[1].endswith(".yaml"):
-                history[parts[1][:-5]] = path
-            else:
-                problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+        described = episode_of(path)  # the one reading of which episode a path describes
+        if described is not None and described[1] == HISTORY:
+            history[described[0]] = path
+        elif described is not None:
+            by_dir.setdefault(described[0], []).append(path)
+        elif parts[0] == STATE:
+            if parts[1] != ".gitkeep":
+                problems.append(Problem(path, "state/ holds only episode directories"))
+        elif parts[0] == HISTORY and len(parts) == 2 and parts[1] != ".gitkeep":
+            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
         elif is_retired_path(path):
             tombstones[parts[2][:-5]] = path
         elif parts[0] == "history" and len(parts) > 2:
@@ -331,7 +339,8 @@ def _check_history(
             facts[name] = hist
         elif data.get("completed_at") is not None:
             episode.legacy_completed_at = episode.legacy_completed_at or time_text(data["completed_at"])
-        _compare_history_artifacts(data, path, episode, problems)
+        if episode is not None:
+            problems += _history_problems(history_artifact_problems(name, data, episode.artifacts))
         return
     try:
         recorded = history_from_yaml_dict(data, path, name)
@@ -355,29 +364,11 @@ def _check_history(
     elif episode.completed_at is not None and episode.completed_at != completed:
         problems.append(Problem(path, f"completed_at {completed} disagrees with state/{name}: {episode.completed_at}"))
     episode.history = data
-    problems += [
-        Problem(path, f"{v.rule} ({v.field}: records {v.old!r}, history {v.new!r})")
-        for v in completion_problems(episode)
-    ]
-    _compare_history_artifacts(data, path, episode, problems)
+    problems += _history_problems(completion_problems(episode))
 
 
-def _compare_history_artifacts(
-    data: dict[str, Any], path: str, episode: EpisodeRecords | None, problems: list[Problem]
-) -> None:
-    if episode is None or data.get("artifacts") is None:
-        return
-    found: list[str] = []
-    try:
-        listed = {k: a.sha256 for k, a in artifact_map(data.get("artifacts"), path, found).items()}
-    except StateInvalid as exc:
-        found.append(str(exc).removeprefix(f"{path}: "))
-        listed = {}
-    problems += [Problem(path, message) for message in found]
-    actual = {k: a.sha256 for k, a in episode.artifacts.items()}
-    if listed != actual:
-        missing = sorted(set(listed.items()) ^ set(actual.items()))
-        problems.append(Problem(path, f"artifacts disagree with state/{episode.episode_id}: {missing[0][0]}"))
+def _history_problems(found: list[Violation]) -> list[Problem]:
+    return [Problem(v.record, f"{v.rule} ({v.field}: records {v.old!r}, history {v.new!r})") for v in found]
 
 
 def _check_period_kind(kind: str, facts: dict[str, EpisodeRecords], problems: list[Problem]) -> None:
@@ -414,32 +405,22 @@ def _check_tombstone(
 
 
 def _check_uniqueness(facts: dict[str, EpisodeRecords], problems: list[Problem], retired_keys: dict[str, str]) -> None:
-    seen: dict[tuple[str, int], str] = {}
+    slots: dict[tuple[str, int], list[str]] = {}
     keys: dict[str, list[str]] = {}
     for name, f in sorted(facts.items()):
         if f.legacy:
             continue
-        slot = (f.period_id, f.sequence)
-        if slot in seen:
-            problems.append(Problem(episode_dir(name), f"duplicate period and sequence with {seen[slot]}"))
-        seen[slot] = name
+        slots.setdefault((f.period_id, f.sequence), []).append(name)
         if f.allocation_key is not None:
             keys.setdefault(f.allocation_key, []).append(name)
-            if f.allocation_key in retired_keys:
-                problems.append(
-                    Problem(
-                        episode_dir(name),
-                        f"allocation key {f.allocation_key!r} belongs to retired episode "
-                        f"{retired_keys[f.allocation_key]}: a retired key is never handed out again",
-                    )
-                )
+    for slot, names in sorted(slots.items()):
+        problem = sequence_problem(slot, names)
+        if problem is not None:
+            problems.append(Problem(episode_dir(names[1]), problem))
     for key, names in sorted(keys.items()):
-        if len(names) > 1:
-            problems.append(
-                Problem(
-                    episode_dir(names[1]), f"allocation key {key!r} belongs to several episodes: {', '.join(names)}"
-                )
-            )
+        problem = key_owner_problem(key, names, retired_keys.get(key))
+        if problem is not None:
+            problems.append(Problem(episode_dir(names[-1]), problem))
 
 
 def _check_artifacts(
@@ -602,13 +583,6 @@ def preservation(cwd: Path, base: str, moves: dict[str, str], facts: dict[str, E
 
 
 def _check_approvers(cwd: Path, tip: str, against: str | None, approvers: Path, report: Report) -> None:
-    decided = set(decision_commits(cwd, tip, against, ROOTS))
-    for sha, status, signer in signatures(cwd, tip, against, ROOTS, allowed_signers=approvers):
-        if sha in decided and status != "G":
-            who = f" (signed by {signer})" if signer else ""
-            report.problems.append(
-                Problem(
-                    f"commit {sha[:12]}",
-                    f"records a decision but is not signed by a key of the approvers file {approvers}{who}",
-                )
-            )
+    for found in signed_decisions(cwd, tip, against, approvers=approvers):
+        if found.problem is not None:
+            report.problems.append(Problem(f"commit {found.commit[:12]}", found.problem))

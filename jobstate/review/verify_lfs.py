@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 
 from jobstate.core.lfs import POINTER_MAX, parse_pointer
-from jobstate.git.snapshot import FileEntry, Revision, Snapshot
+from jobstate.store.snapshot import FileEntry, Revision, Snapshot
 
 Finding = tuple[str, str, str]  # path, message, severity
 

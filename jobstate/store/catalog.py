@@ -8,7 +8,7 @@ the commit it knows. Deleting it is always safe.
 Beside the rows of HEAD it keeps what the branch's history ever had (``ever``:
 every episode ID with its key, never forgotten) and the tombstones of retired
 episodes, so that an ID or key is never handed out twice; a rebuild derives the
-same from ``git log`` (jobstate.git.history).
+same from ``git log`` (jobstate.store.history).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from pathlib import Path
 from jobstate.core.layout import PRIVATE, REFUSED, record_path_problem, refused_report_path
 from jobstate.core.model import tracked_private
 from jobstate.errors import DirtyState
-from jobstate.git.snapshot import tracked_in_work_tree
+from jobstate.store.snapshot import tracked_in_work_tree
 from jobstate.store.store import Store
 
 

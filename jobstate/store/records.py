@@ -32,7 +32,7 @@ from jobstate.core.layout import (
 from jobstate.core.model import episode_change
 from jobstate.core.periods import parse_episode_id
 from jobstate.errors import ModelRefused, StateInvalid, UsageError
-from jobstate.git.snapshot import Snapshot, WorkTree
+from jobstate.store.snapshot import Snapshot, WorkTree
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange
 from jobstate.store.yamlio import dumps, load_file, loads

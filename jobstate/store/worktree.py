@@ -25,9 +25,9 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.core.tombstones import tombstone_from_yaml_dict
 from jobstate.errors import DirtyState, JobstateError, StateInvalid, UsageError
-from jobstate.git.history import branch_tips, episode_events, files_at
 from jobstate.store.catalog import Catalog, Row
 from jobstate.store.config import config_from_text
+from jobstate.store.history import branch_tips, episode_events, files_at
 from jobstate.store.store import Store
 from jobstate.store.yamlio import load_file, loads
 

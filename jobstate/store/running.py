@@ -1,4 +1,5 @@
-"""What a killed jobstate leaves, recognised under the lock; which steps are running now.
+"""What a killed jobstate leaves, recognised under the lock; which steps are running now; the staging
+directories interrupted attempts left.
 
 Called under the jobstate lock, where no live jobstate can be writing: a ``.tmp-*`` file beside the
 records is then what a killed atomic write left, and is removed. Nothing else is: a step's command
@@ -12,11 +13,12 @@ orphaned CMD (jobstate killed) still counts as running, and its pid is named.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from jobstate.atomic import TEMP_PREFIX
-from jobstate.core.layout import PRIVATE, step_lock_path
+from jobstate.core.layout import PRIVATE, step_lock_path, work_dir
 from jobstate.store.lock import read_holder
 from jobstate.store.store import Store
 
@@ -53,6 +55,12 @@ def running_steps(
     return found
 
 
+def steps_running_at(root: Path, episode_id: str, steps: Iterable[str]) -> set[str]:
+    """Of ``steps``, those whose step lock is held now in the work tree at ``root`` (host-local): what
+    ``running_steps`` answers, for a reader that opens no Store (report). Read-only."""
+    return {step for step in steps if read_holder(root / step_lock_path(episode_id, step)) is not None}
+
+
 def remove_temp_files(store: Store, directory: str, notify: Callable[[str], None]) -> bool:
     """Under the lock: remove the ``.tmp-*`` files killed atomic writes left directly in ``directory``;
     whether there were any."""
@@ -64,3 +72,37 @@ def remove_temp_files(store: Store, directory: str, notify: Callable[[str], None
         store.path(f"{directory}/{name}").unlink(missing_ok=True)
         notify(f"removed {directory}/{name}, left by an interrupted jobstate write")
     return bool(names)
+
+
+def kept_outputs(store: Store, episode_id: str, completed: Mapping[str, set[int]]) -> dict[str, list[str]]:
+    """Staging directories of the episode's attempts that were not removed (an interrupted attempt's
+    output, kept for the operator): step -> repository-relative paths. Those of ``completed`` attempts
+    (step -> numbers), whose removal a kill interrupted, are not named. This is a read-only operation."""
+    base = store.path(work_dir(episode_id, "x")).parent
+    out: dict[str, list[str]] = {}
+    try:
+        steps = sorted(e.name for e in os.scandir(base) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return out
+    for step in steps:
+        try:
+            found = sorted(
+                (
+                    e.name
+                    for e in os.scandir(base / step)
+                    if e.is_dir(follow_symlinks=False)
+                    and _holds_files(e.path)
+                    and not (e.name.isdigit() and int(e.name) in completed.get(step, set()))
+                ),
+                key=lambda name: (len(name), name),
+            )
+        except OSError:
+            continue
+        if found:
+            out[step] = [f"{work_dir(episode_id, step)}/{name}" for name in found]
+    return out
+
+
+def _holds_files(path: str) -> bool:
+    with os.scandir(path) as entries:
+        return any(True for _ in entries)

@@ -1,10 +1,10 @@
-"""jobstate.git.snapshot: read-only views of one revision."""
+"""jobstate.store.snapshot: read-only views of one revision."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from jobstate.git.snapshot import Revision
+from jobstate.store.snapshot import Revision
 
 from .conftest import git
 

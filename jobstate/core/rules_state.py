@@ -1,0 +1,125 @@
+"""The rules of a whole state's change, beyond one episode's: an episode is never removed (retire
+keeps a tombstone), a key belongs to one episode forever, and only ``migrate`` renames an episode,
+in its one shape. Pure: two states in, violations out; ``diff`` and ``verify --against`` call it on
+every change and every commit of a range (review/changes.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from jobstate.core.layout import EPISODE_FILE, episode_dir, record_path
+from jobstate.core.model import Records, Settings, Violation, episode_change, settings_change
+from jobstate.core.periods import is_period
+
+
+class EpisodeState(Records, Protocol):
+    """What the rules read of one episode of a state, beyond ``core.model.Records``."""
+
+    legacy: bool  # the legacy week-only layout (no episode_id)
+
+    @property
+    def migration(self) -> dict[str, Any] | None: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+class State(Protocol):
+    """Every episode of one revision, and its settings."""
+
+    @property
+    def episodes(self) -> Mapping[str, EpisodeState]: ...
+
+    @property
+    def settings(self) -> Settings | None: ...
+
+
+def migrated_from(base: State, new: State) -> dict[str, str]:
+    """New episode ID -> the legacy ID it was migrated from, in the one shape ``migrate`` writes:
+    ``state/<period>/`` (no episode_id) became ``state/<period>-0/`` with ``migration.from_id``."""
+    out: dict[str, str] = {}
+    for view in new.episodes.values():
+        origin = view.migration.get("from_id") if view.migration else None
+        if not isinstance(origin, str) or view.episode_id in base.episodes:
+            continue
+        old = base.episodes.get(origin)
+        if old is not None and old.legacy and is_period(origin) and view.episode_id == f"{origin}-0":
+            out[view.episode_id] = origin
+    return out
+
+
+def state_violations(base: State, new: State) -> list[Violation]:
+    """Every change from ``base`` to ``new`` that the model refuses. Pure."""
+    moved = migrated_from(base, new)
+    out: list[Violation] = []
+    for eid, view in sorted(new.episodes.items()):
+        origin = moved.get(eid)
+        old = base.episodes.get(eid)
+        if old is None and origin is None and view.migration and view.migration.get("from_id") is not None:
+            out.append(
+                Violation(
+                    "migration drift",
+                    eid,
+                    record_path(eid, EPISODE_FILE),
+                    "migration.from_id",
+                    None,
+                    view.migration.get("from_id"),
+                    "only jobstate migrate writes it: state/<period>/ -> state/<period>-0/",
+                )
+            )
+        if old is not None and origin is None:
+            out += episode_change(old, view)
+    gone = set(moved.values())
+    for eid in sorted(set(base.episodes) - set(new.episodes) - gone):
+        out.append(
+            Violation(
+                "episode deleted",
+                eid,
+                episode_dir(eid),
+                "directory",
+                base.episodes[eid].status,
+                None,
+                "an episode is never removed (jobstate retire keeps a tombstone)",
+            )
+        )
+    owners = {v.allocation_key: eid for eid, v in base.episodes.items() if v.allocation_key and not v.legacy}
+    for eid, view in sorted(new.episodes.items()):
+        owner = owners.get(view.allocation_key or "")
+        if owner is not None and owner != eid and moved.get(eid) != owner:
+            out.append(
+                Violation(
+                    "key moved",
+                    eid,
+                    record_path(eid, EPISODE_FILE),
+                    "allocation_key",
+                    f"{view.allocation_key} of {owner}",
+                    f"{view.allocation_key} of {eid}",
+                    "a key belongs to one episode forever",
+                )
+            )
+    if base.settings is not None and new.settings is not None:
+        out += settings_change(base.settings, new.settings, episodes=bool(base.episodes))
+    return out
+
+
+def key_owner_problem(key: str, owners: list[str], retired_by: str | None) -> str | None:
+    """The rule of keys: an allocation key belongs to one episode forever, and a retired episode's key is
+    never handed out again. Why ``owners`` (the episodes that hold ``key``, or would) break it, given the
+    retired episode whose tombstone holds the key (or None); None when they do not. ``verify`` asks it of every
+    key of a revision, ``allocate`` of the key it is asked for."""
+    if retired_by is not None:
+        return (
+            f"allocation key {key!r} belongs to retired episode {retired_by}: a retired key is never handed out again"
+        )
+    if len(owners) > 1:
+        return f"allocation key {key!r} belongs to several episodes: {', '.join(sorted(owners))}"
+    return None
+
+
+def sequence_problem(slot: tuple[str, int], owners: list[str]) -> str | None:
+    """An episode ID (period and sequence) is one episode's: why ``owners`` break that, or None."""
+    if len(owners) > 1:
+        return f"duplicate period and sequence {slot[0]}-{slot[1]}: {', '.join(sorted(owners))}"
+    return None
