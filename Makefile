@@ -37,9 +37,10 @@ test: $(STAMP)
 test-loaded: $(STAMP)
 	$(BIN)/python tests/under_load.py -- $(MAKE) --no-print-directory test PYTEST_ARGS='$(PYTEST_ARGS)'
 
-# the SIGKILL loops and the deterministic crash sweep (tests/test_crash_sweep.py); CI runs them after make test
+# the SIGKILL loops and the deterministic crash sweep (tests/test_crash_sweep.py, each command in parts: the xdist
+# workers share the longest sweeps); CI runs them after make test
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n auto -m slow $(PYTEST_ARGS)
 
 # mutation testing on demand (not in CI): mutmut changes one module at a time on disk; leave the tree alone meanwhile
 MODULES ?=

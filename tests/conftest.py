@@ -361,6 +361,12 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """On the controller too: xdist sends each worker's reports with their user properties."""
     if report.when != "call":
         return
+    from .killpoints import SWEEP_ROW, SWEPT
+
+    row = dict(report.user_properties).get(SWEEP_ROW)
+    if isinstance(row, list | tuple):
+        command, mode, k_max, swept, seconds = row
+        SWEPT.append((str(command), str(mode), int(k_max), int(swept), float(seconds)))
     cpu = dict(report.user_properties).get("cpu_seconds")
     if isinstance(cpu, float | int):
         _CPU.append((float(cpu), report.duration, report.nodeid, "slow" in report.keywords))
@@ -398,11 +404,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     _cpu_summary(terminalreporter)
     if SWEPT:
         terminalreporter.section("crash sweep: kill points per command")
-        terminalreporter.write_line(f"{'command':<10} {'mode':<7} {'K_max':>6} {'swept':>6} {'seconds':>8}")
-        for command, mode, k_max, swept, seconds in SWEPT:
-            terminalreporter.write_line(f"{command:<10} {mode:<7} {k_max:>6} {swept:>6} {seconds:>8.1f}")
+        terminalreporter.write_line(f"{'command':<10} {'mode':<12} {'K_max':>6} {'swept':>6} {'seconds':>8}")
+        for command, mode, k_max, swept, seconds in sorted(SWEPT):
+            terminalreporter.write_line(f"{command:<10} {mode:<12} {k_max:>6} {swept:>6} {seconds:>8.1f}")
         total = sum(row[3] for row in SWEPT)
-        terminalreporter.write_line(f"{'total':<25} {total:>6} {sum(row[4] for row in SWEPT):>8.1f}")
+        terminalreporter.write_line(f"{'total':<30} {total:>6} {sum(row[4] for row in SWEPT):>8.1f}")
     if config.pluginmanager.hasplugin("randomly"):
         seed = config.getoption("randomly_seed")
         terminalreporter.write_line(f"random order: replay it with --randomly-seed={seed}")
