@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+# each test starts a pytest of its own (a few CPU seconds, but over 45 s of wall time on a loaded machine)
+pytestmark = pytest.mark.timeout(180)
 
 _LEAKY = """
 import subprocess, sys, threading, time
