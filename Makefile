@@ -4,13 +4,14 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv test test-slow mutate demo lint bench verify clean allocate generate approve rework reassemble complete
+.PHONY: help venv test test-loaded test-slow mutate demo lint bench verify clean allocate generate approve rework reassemble complete
 
 help:
 	@echo "make test   - create .venv, install jobstate with test extras, run pytest (all but the slow SIGKILL loops)"
 	@echo "             in random order (pytest-randomly prints the seed; replay an order with"
 	@echo "             make test PYTEST_ARGS=--randomly-seed=SEED, or keep file order with PYTEST_ARGS='-p no:randomly');"
 	@echo "             each test fails after 45 s unless it says why it needs longer (pytest-timeout)"
+	@echo "make test-loaded - make test while busy loops keep every core busy; prints the load it ran under"
 	@echo "make test-slow - the SIGKILL loops and the crash sweep of every committing command (CI runs them too)"
 	@echo "make mutate - mutation testing (mutmut) of the rule modules against their fast tests; minutes each,"
 	@echo "             not in CI: make mutate MODULES='model guard' (model guard transaction decision)"
@@ -28,12 +29,18 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# a fast test does at most 10 CPU seconds of its own work (tests/conftest.py); more is a slow test, said so
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
+	JOBSTATE_TEST_CPU_BUDGET=10 $(BIN)/python -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
 
-# the SIGKILL loops and the deterministic crash sweep (tests/test_crash_sweep.py); CI runs them after make test
+# make test while busy loops keep every core busy (what a shared or small machine does to the suite)
+test-loaded: $(STAMP)
+	$(BIN)/python tests/under_load.py -- $(MAKE) --no-print-directory test PYTEST_ARGS='$(PYTEST_ARGS)'
+
+# the SIGKILL loops and the deterministic crash sweep (tests/test_crash_sweep.py, each command in parts: the xdist
+# workers share the longest sweeps); CI runs them after make test
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n auto -m slow $(PYTEST_ARGS)
 
 # mutation testing on demand (not in CI): mutmut changes one module at a time on disk; leave the tree alone meanwhile
 MODULES ?=

@@ -20,6 +20,7 @@ from pathlib import Path
 KILL_AT = "JOBSTATE_TEST_KILL_AT"
 # (command, mode, K_max, kill points swept, seconds) of every sweep, printed at the end (see conftest.py)
 SWEPT: list[tuple[str, str, int, int, float]] = []
+SWEEP_ROW = "crash_sweep"  # the user property that carries one row of SWEPT from the test (an xdist worker)
 KILL_LOG = "JOBSTATE_TEST_KILL_LOG"
 KILL_MATCH = "JOBSTATE_TEST_KILL_MATCH"  # a regex: kill at the first operation whose description matches
 

@@ -10,6 +10,9 @@ one episode per key, no second vendor task for a step, the ledger equal to the v
 
 Kill points run one per core, 2 to 4 at a time (``JOBSTATE_TEST_SWEEP_JOBS``); every jobstate command is a process
 of its own (the final check of verify --strict runs in-process: a process per kill point costs more than the check).
+Each command's kill points are dealt to ``PARTS`` tests (K = part, part + PARTS, ...), so that make test-slow's xdist
+workers share the longest sweeps (jobstate run's is three times the others') and finish together; every run of the
+sweep still visits every kill point.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import git, git_init
-from .killpoints import SWEPT, Outcome, run_hooked
+from .killpoints import SWEEP_ROW, Outcome, run_hooked
 from .legacy import make_legacy_repo
 
 WEEK, EID, STEP = "2026-W32", "2026-W32-0", "generate"
@@ -44,6 +47,7 @@ JOBS = int(os.environ.get("JOBSTATE_TEST_SWEEP_JOBS", max(2, min(4, len(os.sched
 # update-index, CMD): what remote mode adds to the same code paths the local sweep covers at every operation.
 FULL_REMOTE = {"allocate", "approve"}
 FULL = os.environ.get("JOBSTATE_TEST_SWEEP_FULL", "") == "1"  # every kill point in both modes (about 20 minutes)
+PARTS = int(os.environ.get("JOBSTATE_TEST_SWEEP_PARTS", "3"))
 BY = ["--by", "ops", "--reason", "vendor ledger"]
 
 # The one place that says what a swept paid step runs. It reads the vendor's URL from the environment so its argv
@@ -319,24 +323,25 @@ def kill_points(ops: list[str], *, full: bool) -> list[int]:
 
 # init never talks to a remote (it refuses --remote: the branch is pushed by hand once), so it is swept locally only
 CASES = [
-    pytest.param(s, mode, id=f"{s.name}-{mode}")
+    pytest.param((s, mode, part), id=f"{s.name}-{mode}-{part + 1}of{PARTS}")
     for s in SCENARIOS
     for mode in MODES
     if (s.name, mode) != ("init", "remote")
+    for part in range(PARTS)
 ]
 
 
 @pytest.mark.slow
 # one command's whole sweep: up to a few hundred kill points, each followed by recovery and checks
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize(("scenario", "mode"), CASES)
+@pytest.mark.parametrize("case", CASES)
 def test_a_kill_at_every_operation_is_recovered_by_jobstate_alone(
     tmp_path: Path,
     tmp_path_factory: pytest.TempPathFactory,
-    scenario: Scenario,
-    mode: str,
+    case: tuple[Scenario, str, int],
     record_property: Callable[[str, object], None],
 ) -> None:
+    scenario, mode, part = case
     started = time.monotonic()
     top = tmp_path
     with VendorSimulator(price="12.40") as vendor:
@@ -346,7 +351,8 @@ def test_a_kill_at_every_operation_is_recovered_by_jobstate_alone(
         count = _kill_point(template, scenario, top / "count", 0)
         k_max = len(count.ops)
         assert k_max > 0
-        points = kill_points(count.ops, full=mode == "local" or FULL or scenario.name in FULL_REMOTE)
+        every = kill_points(count.ops, full=mode == "local" or FULL or scenario.name in FULL_REMOTE)
+        points = every[part::PARTS]
         failures: list[tuple[int, str]] = []
 
         def one(k: int) -> None:
@@ -358,10 +364,13 @@ def test_a_kill_at_every_operation_is_recovered_by_jobstate_alone(
         with ThreadPoolExecutor(max_workers=JOBS) as pool:
             list(pool.map(one, points))
     seconds = time.monotonic() - started
-    SWEPT.append((scenario.name, mode, k_max, len(points), seconds))
     with (tmp_path_factory.getbasetemp() / "crash-sweep.txt").open("a", encoding="utf-8") as table:
-        table.write(f"{scenario.name} {mode} K_max={k_max} swept={len(points)} seconds={seconds:.1f}\n")
+        table.write(
+            f"{scenario.name} {mode} {part + 1}/{PARTS} K_max={k_max} swept={len(points)} seconds={seconds:.1f}\n"
+        )
     record_property("kill_points", len(points))
+    # the table at the end of the run (conftest.py), from every xdist worker
+    record_property(SWEEP_ROW, [scenario.name, f"{mode} {part + 1}/{PARTS}", k_max, len(points), round(seconds, 1)])
     assert not failures, f"{len(failures)} of {len(points)} kill points failed:\n" + "\n".join(
         m for _k, m in sorted(failures)[:20]
     )

@@ -39,7 +39,7 @@ from jobstate.review import escape
 from jobstate.store.init import init
 from jobstate.store.store import Store
 
-from .conftest import FIXED, git, git_init, run_cli, stable_cmd
+from .conftest import FIXED, built_once, git, git_init, run_cli, stable_cmd
 from .review_history import Interrupted, stepping_clock
 
 HOSTILE = {
@@ -87,50 +87,53 @@ def _file_name(value: str) -> str | None:
     return f"x-{value}"
 
 
-@pytest.fixture(scope="module")
-def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _build_hostile(top: Path) -> None:
     """One episode per hostile string, each string in every field the writer takes it in."""
-    top = tmp_path_factory.mktemp("hostile")
-    gitconfig = top / "gitconfig"
-    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
     repo = top / "repo"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        git_init(repo)
-        init(repo)[0].close()
-        git(repo, "tag", "base")
-        with Store(repo, now=stepping_clock(FIXED), lock_timeout=5) as store:
-            for name, value in HOSTILE.items():
-                key = value if _accepts(validate_key, value) else f"key-{name}"
-                eid = allocate(store, key, W32).episode_id
-                ref = value if _accepts(validate_remote_ref, value) else f"ref-{name}"
-                artifact = value if _accepts(validate_artifact_path, value) else f"out-{name}.txt"
-                try:
-                    with paid_step(store, eid, "generate"):
-                        raise Interrupted
-                except Interrupted:
-                    pass
-                by = value if _accepts(validate_person, value) else f"by-{name}"
-                reason = value if _accepts(validate_reason, value) else f"reason-{name}"
-                resolve(store, eid, "generate", accepted=ref, by=by, reason=reason)
-                with paid_step(store, eid, "generate") as handle:
-                    handle.cost("1.00", "USD")
-                    (handle.output_dir / artifact).parent.mkdir(parents=True, exist_ok=True)
-                    (handle.output_dir / artifact).write_text("output\n")
-                    handle.artifact(artifact)
-                approve(store, eid, by=by, reject=True, reason=reason)
-                try:
-                    with paid_step(store, eid, "upload"):
-                        raise Interrupted  # left unknown: report and verify suggest a command
-                except Interrupted:
-                    pass
-                extra = _file_name(value)
-                if extra is not None:
-                    (repo / "state" / eid / extra).write_text("not a record\n")
-        git(repo, "add", "-A")
-        git(repo, "commit", "-qm", "files named by hostile strings")
-    return repo
+    git_init(repo)
+    init(repo)[0].close()
+    git(repo, "tag", "base")
+    with Store(repo, now=stepping_clock(FIXED), lock_timeout=5) as store:
+        for name, value in HOSTILE.items():
+            key = value if _accepts(validate_key, value) else f"key-{name}"
+            eid = allocate(store, key, W32).episode_id
+            ref = value if _accepts(validate_remote_ref, value) else f"ref-{name}"
+            artifact = value if _accepts(validate_artifact_path, value) else f"out-{name}.txt"
+            try:
+                with paid_step(store, eid, "generate"):
+                    raise Interrupted
+            except Interrupted:
+                pass
+            by = value if _accepts(validate_person, value) else f"by-{name}"
+            reason = value if _accepts(validate_reason, value) else f"reason-{name}"
+            resolve(store, eid, "generate", accepted=ref, by=by, reason=reason)
+            with paid_step(store, eid, "generate") as handle:
+                handle.cost("1.00", "USD")
+                (handle.output_dir / artifact).parent.mkdir(parents=True, exist_ok=True)
+                (handle.output_dir / artifact).write_text("output\n")
+                handle.artifact(artifact)
+            approve(store, eid, by=by, reject=True, reason=reason)
+            try:
+                with paid_step(store, eid, "upload"):
+                    raise Interrupted  # left unknown: report and verify suggest a command
+            except Interrupted:
+                pass
+            extra = _file_name(value)
+            if extra is not None:
+                (repo / "state" / eid / extra).write_text("not a record\n")
+    # base..HEAD as one commit: diff then checks no commit one by one (a few hundred of them took about
+    # 15 s for each format), and what it prints is the same, made from the states at base and HEAD
+    git(repo, "reset", "-q", "--soft", "base")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "episodes and files named by hostile strings")
+    git(repo, "gc", "-q", "--prune=now")  # a few packs copy much faster than thousands of loose objects
+
+
+@pytest.fixture(scope="session")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy (this worker's own) of the hostile repository, built once per run."""
+    built = built_once(tmp_path_factory, "hostile", _build_hostile)
+    return Path(shutil.copytree(built / "repo", tmp_path_factory.mktemp("hostile") / "repo", symlinks=True))
 
 
 def _run(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -141,6 +141,8 @@ def _killed_at_random(repo: Path, rng: random.Random, *args: str) -> None:
 DECISION_EPISODES = int(os.environ.get("JOBSTATE_TEST_DECISION_EPISODES", "6"))
 
 
+# a few hundred jobstate processes: over a minute on a loaded 2-core machine (the 45 s default fired)
+@pytest.mark.timeout(600)
 @pytest.mark.slow
 def test_sigkills_of_allocate_resolve_approve_and_complete_lose_nothing(repo: Path) -> None:
     """Each episode's allocate, resolve (of a step the vendor accepted without answering), approve and
