@@ -71,3 +71,18 @@ def test_refs_are_read_from_packed_refs_too(repo: Path) -> None:
     g = GitRepo(repo)
     assert g.head_commit() == head
     assert g.commit_tree_of(head) == git(repo, "rev-parse", "HEAD^{tree}").strip()
+
+
+def test_gc_auto_is_started_only_when_git_would_pack(repo: Path) -> None:
+    # git's estimate (builtin/gc.c): more loose objects in objects/17 than gc.auto/256, or too many packs
+    git(repo, "config", "gc.auto", "512")  # a threshold of 2 objects in objects/17
+    gitrepo = GitRepo(repo)
+    fan = repo / ".git" / "objects" / "17"
+    fan.mkdir(exist_ok=True)
+    for n in range(2):
+        (fan / f"{n:038x}").write_bytes(b"")
+    assert not gitrepo.gc_due()
+    (fan / f"{2:038x}").write_bytes(b"")
+    assert gitrepo.gc_due()
+    git(repo, "config", "gc.auto", "0")  # off, as git reads it
+    assert not GitRepo(repo).gc_due()

@@ -23,7 +23,7 @@ _REGULAR = {"100644": False, "100755": True}  # mode -> executable
 def committed_files(git: GitRepo, directory: str) -> dict[str, tuple[str, str]] | None:
     """HEAD's files under ``directory`` (path -> (mode, blob sha)); None without a HEAD. Read-only."""
     try:
-        return {path: (mode, sha) for mode, sha, path in git.ls_tree("HEAD", f"{directory}/")}
+        return {path: (mode, sha) for mode, sha, path in git.head_files(f"{directory}/")}
     except GitError:
         return None  # no HEAD yet
 
