@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -26,6 +27,7 @@ from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
 from jobstate.git.runner import READ_ONLY_ENV, first_error_line, run_git, spawn_detached_git
+from jobstate.git.settings import CommitSettings, gc_due, read_commit_settings
 from jobstate.git.signing import signed_commit
 
 if TYPE_CHECKING:
@@ -36,34 +38,6 @@ if TYPE_CHECKING:
 _Reader = Callable[[str], tuple[bytes, bytes]]
 _LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
 _STORE_TREES_OVER = 64 << 10  # trees larger than this are stored uncompressed (see write_object)
-
-
-def _git_bool(key: str, value: str | None) -> bool:
-    """A boolean configuration value as git reads it (a key without ``=`` is true; an empty value false)."""
-    if value is None:
-        return True
-    text = value.strip().lower()
-    if text in ("true", "yes", "on"):
-        return True
-    if text in ("false", "no", "off", ""):
-        return False
-    try:
-        return int(text, 0) != 0
-    except ValueError:
-        raise UsageError(f"git config {key} is not a boolean ({value!r}): set it to true or false") from None
-
-
-def _git_int(value: str | None, default: int) -> int:
-    """An integer configuration value (``k``, ``m``, ``g`` suffixes as git reads them); ``default`` if unset
-    or unreadable (git then refuses it itself when it runs)."""
-    if not value:
-        return default
-    text = value.strip().lower()
-    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
-    try:
-        return int(text[:-1] if scale > 1 else text) * scale
-    except ValueError:
-        return default
 
 
 def _config_key(key: str) -> str:
@@ -105,15 +79,11 @@ class GitRepo:
         self.git_dir = git_dir
         common = git_dir / "commondir"
         self.common_dir = (git_dir / common.read_text().strip()).resolve() if common.exists() else git_dir
-        self._ident: tuple[bytes, bytes] | None = None
         self._trees: dict[str, Tree] = {}
         self._extensions: dict[str, str] | None = None
-        self._signs: bool | None = None
+        self._settings: CommitSettings | None = None
         self._net: dict[str, str] | None = None
-        self._gc: tuple[int, int] | None = None  # gc.auto, gc.autoPackLimit
-        # answers that depend only on HEAD (and the index): asked again and again by one command (issue 27)
-        self._tracked: dict[str, tuple[tuple[object, ...], list[str]]] = {}
-        self._head_files: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+        self._cat: CatFile | None = None
 
     # ------------------------------------------------------------------- format
     @property
@@ -229,18 +199,37 @@ class GitRepo:
         header, _, body = raw.partition(b"\0")
         return header.split(b" ", 1)[0], body
 
+    def _cat_file(self) -> CatFile:
+        """The one ``git cat-file --batch`` of a command (issue 27), started at its first packed object, kept until
+        this object goes; git finds objects written after it started, loose or in new packs."""
+        cat = self._cat
+        if cat is None or cat.closed:
+            cat = self._cat = CatFile(self.root)
+            weakref.finalize(self, cat.close)
+        return cat
+
+    def close(self) -> None:
+        """Stop the ``git cat-file`` process, if one was started."""
+        cat, self._cat = self._cat, None
+        if cat is not None:
+            cat.close()
+
     @contextmanager
     def object_reader(self) -> Iterator[_Reader]:
-        """A reader for many objects (one ``git cat-file --batch``); closed on exit."""
-        with CatFile(self.root) as cat:
+        """A reader for many objects (the repository's one ``git cat-file --batch``)."""
+        cat = self._cat_file()
 
-            def read(sha: str) -> tuple[bytes, bytes]:
-                try:
-                    return cat.read(sha)
-                except MissingObject:
-                    raise GitError(f"object {sha} is missing from {self.root}") from None
+        def read(sha: str) -> tuple[bytes, bytes]:
+            try:
+                return cat.read(sha)
+            except MissingObject:
+                raise GitError(f"object {sha} is missing from {self.root}") from None
 
+        try:
             yield read
+        except BaseException:
+            self.close()  # interrupted between a request and its answer: the pipe is out of step
+            raise
 
     def write_object(self, kind: bytes, body: bytes) -> str:
         """Store an object as a loose object (atomically); returns its ID."""
@@ -328,51 +317,20 @@ class GitRepo:
         self._remember(sha, current)
         return sha
 
-    def _identity(self) -> tuple[bytes, bytes]:
-        if self._ident is None:
-            self._read_commit_settings()
-        assert self._ident is not None
-        return self._ident
-
-    def _read_commit_settings(self) -> None:
-        """Author, committer and ``commit.gpgsign``, from one ``git var -l`` (the configuration as git resolves
-        it, includes and all, then git's own identities) instead of three git processes per command.
-
-        ``git var -l`` reports identities leniently (a guessed ``user@host.(none)`` e-mail, an empty name); when
-        one looks like that, or ``user.useConfigOnly`` is set, git's strict answer decides, as ``git commit``'s."""
-        proc = self.run("var", "-l", check=False)
-        settings: dict[str, str | None] = {}
-        for line in proc.stdout.decode("utf-8", "surrogateescape").splitlines():
-            key, eq, value = line.partition("=")
-            settings[key if key.startswith("GIT_") else key.lower()] = value if eq else None
-        self._signs = _git_bool("commit.gpgsign", settings.get("commit.gpgsign", "false"))
-        self._gc = (_git_int(settings.get("gc.auto"), 6700), _git_int(settings.get("gc.autopacklimit"), 50))
-        idents = []
-        for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
-            ident = (settings.get(var) or "").encode("utf-8", "surrogateescape").rsplit(b" ", 2)[0]
-            name = ident.split(b" <", 1)[0].strip()
-            doubtful = not name or b".(none)>" in ident or settings.get("user.useconfigonly") is not None
-            if proc.returncode != 0 or doubtful:
-                strict = self.run("var", var, check=False)
-                if strict.returncode != 0:
-                    raise UsageError(
-                        "git has no identity to commit with: set it with "
-                        "git config user.name NAME and git config user.email EMAIL"
-                    )
-                ident = strict.stdout.strip().rsplit(b" ", 2)[0]
-            idents.append(ident)
-        self._ident = (idents[0], idents[1])
+    @property
+    def settings(self) -> CommitSettings:
+        """Identity, signing and gc settings, read once per command (see jobstate.git.settings)."""
+        self._settings = self._settings or read_commit_settings(self.root)
+        return self._settings
 
     def make_commit(self, tree: str, parent: str | None, message: str) -> str:
         """Write a commit object (author and committer from git's own configuration).
 
         Signed, as ``git commit`` would sign it, when the configuration asks for it.
         """
-        if self._signs is None:
-            self._read_commit_settings()
-        if self._signs:
+        if self.settings.signs:
             return signed_commit(self.root, tree, parent, message)
-        author, committer = self._identity()
+        author, committer = self.settings.author, self.settings.committer
         stamp = b" %d +0000" % int(time.time())
         lines = [b"tree " + tree.encode()]
         if parent:
@@ -408,44 +366,13 @@ class GitRepo:
         return self.run("merge-base", "--is-ancestor", commit, of, check=False).returncode == 0
 
     def pack_in_background(self) -> None:
-        """Start ``git gc --auto`` detached, as git's own porcelain does after a commit, when git would find
-        work to do.
-
-        It never holds the jobstate lock (no inherited descriptors), its output is
-        discarded, and its failure cannot fail the command. Started only when git's own
-        estimate says so (too_many_loose_objects, too_many_packs in git's builtin/gc.c):
-        more loose objects in ``objects/17`` than ``gc.auto``/256, or more packs than
-        ``gc.autoPackLimit``. Otherwise ``gc --auto`` does nothing but cost a process
-        after nearly every commit (issue 27).
+        """Start ``git gc --auto`` detached, as git's own porcelain does after a commit, when git's own estimate
+        says it would pack (else it costs a process after nearly every commit for nothing). It never holds the
+        jobstate lock (no inherited descriptors), its output is discarded, its failure cannot fail the command.
         """
-        if not self.gc_due():
+        if not gc_due(self.common_dir / "objects", 2 * self.format.width - 2, self.settings):
             return
         spawn_detached_git(self.root, "gc", "--auto", "--quiet")
-
-    def gc_due(self) -> bool:
-        """Whether ``git gc --auto`` would pack now (git's estimate; the settings of this command's commits)."""
-        if self._gc is None:
-            self._read_commit_settings()
-        assert self._gc is not None
-        limit, pack_limit = self._gc
-        if limit <= 0:
-            return False  # gc.auto 0 turns automatic packing off
-        objects = self.common_dir / "objects"
-        try:
-            with os.scandir(objects / "17") as entries:
-                loose = sum(1 for e in entries if len(e.name) == 2 * self.format.width - 2)
-        except OSError:
-            loose = 0
-        if loose > -(-limit // 256):
-            return True
-        if pack_limit <= 0:
-            return False
-        try:
-            names = set(os.listdir(objects / "pack"))
-        except OSError:
-            return False
-        packs = [n for n in names if n.endswith(".pack") and n[:-5] + ".keep" not in names]
-        return len(packs) > pack_limit
 
     # ------------------------------------------------------------------ remotes
     def _remote_config(self, remote: str) -> tuple[str, str | None]:
@@ -538,63 +465,6 @@ class GitRepo:
         if proc.returncode != 0:
             return None
         return [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
-
-    def head_files(self, directory: str) -> list[tuple[str, str, str]]:
-        """``ls_tree("HEAD", directory)``, asked of git once per HEAD commit and directory: a commit never
-        changes, so the guard's check before the lock and again under it cost one git process. Read-only."""
-        head = self.head_commit()
-        if head is None:
-            raise GitError(f"{self.root} has no commit yet")
-        key = (head, directory)
-        if key not in self._head_files:
-            self._head_files = {key: self.ls_tree(head, directory)}  # one at a time: HEAD moves on
-        return self._head_files[key]
-
-    def blob_at(self, commit: str, path: str) -> str | None:
-        """The blob ID at ``path`` in ``commit``, None when there is none, read from the trees on the path
-        (loose objects in Python: no git process). Read-only."""
-        tree: str | None = self.commit_tree_of(commit)
-        parts = path.split("/")
-        for n, part in enumerate(parts):
-            entry = self._tree(tree).get(part.encode("utf-8", "surrogateescape"))
-            if entry is None:
-                return None
-            last = n == len(parts) - 1
-            if (entry[0] == TREE_MODE) == last:
-                return None
-            tree = entry[1]
-        return tree
-
-    def index_key(self) -> tuple[object, ...]:
-        """What identifies this version of the index file: git replaces the file whole (a new inode) on
-        every write."""
-        try:
-            info = (self.git_dir / "index").stat()
-        except FileNotFoundError:
-            return ()
-        return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
-
-    def tracked(self, path: str) -> list[str]:
-        """What HEAD or the index has at or under ``path`` (``git ls-files --with-tree=HEAD``), asked of git
-        again only when HEAD or the index changed. Read-only."""
-        key = (self.head_commit(), self.index_key())
-        cached = self._tracked.get(path)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        from jobstate.git.snapshot import tracked_in_work_tree  # noqa: PLC0415 - start-up: a lock-free retry lists nothing
-
-        names = tracked_in_work_tree(self.root, path)
-        self._tracked[path] = (key, names)
-        return names
-
-    def carry_tracked(self, old: tuple[object, ...], new_commit: str, changed: list[str]) -> None:
-        """After jobstate's own commit of ``changed`` (under index.lock: nobody else wrote the index), what
-        was tracked at a path none of them is under still is: the answers for ``old`` (HEAD, index) hold
-        for the new HEAD and index too."""
-        key = (new_commit, self.index_key())
-        for path, (was, names) in list(self._tracked.items()):
-            if was == old and not any(c == path or c.startswith(f"{path}/") for c in changed):
-                self._tracked[path] = (key, names)
 
     def in_head(self, path: str) -> bool:
         """Whether HEAD contains ``path``. Read-only."""
