@@ -112,4 +112,70 @@ def bench_processes(target: Target) -> None:
         _table(fresh, "fresh repository", target)
         lived = Path(tmp) / "lived"
         lived.mkdir()
-        _table(make_repo(lived, 1000), "1,000 episodes, packed", target)
+        repo = make_repo(lived, 1000)
+        _handmade(repo)
+        _table(repo, "1,000 episodes, packed", target)
+
+
+def _handmade(repo: Path) -> None:
+    """What two hand-made parts of git/ save, measured here (issue 27 asks whether they earn their place)."""
+    import os
+    import shutil
+    import time
+
+    from jobstate.git.cache_tree import drop_cache_tree
+    from jobstate.git.objects import TREE_MODE, Tree
+    from jobstate.git.repo import GitRepo
+
+    git(repo, "read-tree", "HEAD")
+    git(repo, "write-tree")  # the full cache tree, as a git commit of the user's leaves it
+    rel = "bench-handmade.txt"  # outside state/: the commands timed after this see an unchanged state
+    (repo / rel).write_text("bench: 1\n")
+    gitdir = repo / ".git"
+
+    def update(drop: bool) -> float:
+        best = float("inf")
+        for _ in range(15):
+            index = gitdir / "bench-index"
+            shutil.copyfile(gitdir / "index", index)
+            env = {**os.environ, "GIT_INDEX_FILE": str(index), "GIT_CONFIG_COUNT": "1"}
+            env.update(GIT_CONFIG_KEY_0="core.splitIndex", GIT_CONFIG_VALUE_0="true")
+            for timed in (False, True):  # the first as jobstate's first commit after a git commit, then the next
+                start = time.perf_counter()
+                subprocess.run(["git", "update-index", "--add", "--", rel], cwd=repo, env=env, check=True)
+                if drop:
+                    drop_cache_tree(index)
+                if timed:
+                    best = min(best, time.perf_counter() - start)
+        (gitdir / "bench-index").unlink()
+        return best
+
+    kept, dropped = update(drop=False), update(drop=True)
+    (repo / rel).unlink()
+    print("  -- hand-made parts of git/, 1,000 episodes (best of 15; at 10,000 the cache tree's share grows)")
+    print(f"  index update (split index): cache tree kept {kept * 1e3:.1f} ms, dropped {dropped * 1e3:.1f} ms")
+    gitrepo = GitRepo(repo)
+    root = Tree(gitrepo.read_object(gitrepo.commit_tree_of(str(gitrepo.head_commit())))[1], gitrepo.format.width)
+    state = root.get(b"state")
+    assert state is not None
+    raw = gitrepo.read_object(state[1])[1]
+    gitrepo.close()
+    tree, change = Tree(raw, gitrepo.format.width), (TREE_MODE, "ab" * gitrepo.format.width)
+    start = time.perf_counter()
+    tree.edited(b"2099-W01-0", change)
+    splice = time.perf_counter() - start
+    start = time.perf_counter()
+    width, entries, pos = gitrepo.format.width, [], 0
+    while pos < len(raw):  # parse, add, sort and write the whole tree, as a tree library does
+        nul = raw.index(b"\0", pos)
+        mode, name = raw[pos:nul].split(b" ", 1)
+        entries.append((mode, name, raw[nul + 1 : nul + 1 + width]))
+        pos = nul + 1 + width
+    entries.append((TREE_MODE, b"2099-W01-0", bytes.fromhex(change[1])))
+    entries.sort(key=lambda e: e[1] + b"/" if e[0] == TREE_MODE else e[1])
+    b"".join(m + b" " + n + b"\0" + sha for m, n, sha in entries)
+    whole = time.perf_counter() - start
+    print(
+        f"  state/ tree of {len(tree.keys):,} entries, one added: spliced {splice * 1e3:.2f} ms, "
+        f"parsed and written whole {whole * 1e3:.2f} ms"
+    )

@@ -241,8 +241,8 @@ class PaidStep:
         parts = [c.describe() for c, _e in charges] + [f"{eid}/{rel}" for rel in staged]
         if done is None:
             message = f"report {eid} {self.step} attempt {self.attempt}"
-        if parts:
-            message += ": " + "; ".join(parts)
+        if parts:  # the subject line names a few; the records hold them all
+            message += ": " + "; ".join(parts[:4]) + (f" and {len(parts) - 4} more" if len(parts) > 4 else "")
 
         def decide(_cat: Catalog) -> StateChange[None]:
             records: dict[str, Any] = {}
