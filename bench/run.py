@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from before_after import bench_before_after  # noqa: E402
+from processes import bench_processes  # noqa: E402
 from repos import (  # noqa: E402
     GIT_ENV,
     episode_id,
@@ -370,6 +371,7 @@ def bench_review_cost() -> None:
 
 
 SECTIONS: dict[str, Callable[[], None]] = {
+    "processes": lambda: bench_processes(target),
     "allocate": bench_allocate,
     "history": bench_history,
     "review": bench_review_cost,

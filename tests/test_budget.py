@@ -337,7 +337,8 @@ def test_a_charge_is_not_counted_twice_while_its_step_is_still_open(store: Store
     first, second = (allocate(store, key, W32).episode_id for key in ("a", "b"))
     with paid_step(Store(repo), first, "generate", max_cost="6 USD") as step:
         step.accepted("t-1")
-        step.cost("4.00", "USD")  # committed now: spent 4, and 2 of its 6 still held
+        step.cost("4.00", "USD")
+        step.commit_reported()  # committed now, before the end: spent 4, and 2 of its 6 still held
         assert run_cli("budget", "--json", cwd=repo).returncode == 0
         proc = run_cli("verify", "--strict", cwd=repo)
         assert proc.returncode == 0, proc.stdout  # spent 4 + held 2 is within 10, not 10 over it

@@ -245,8 +245,9 @@ def test_a_reported_artifact_moves_into_the_episode_in_the_commit_that_records_i
     )
     proc = _run(repo, "gen", stable_cmd(write))
     assert proc.returncode == 0, proc.stderr
-    assert git(repo, "show", f"HEAD~1:{EDIR}/parts/final.mp4") == "video"
-    assert git(repo, "log", "-1", "--skip=1", "--format=%s").startswith(f"artifact {EID}/parts/final.mp4")
+    assert git(repo, "show", f"HEAD:{EDIR}/parts/final.mp4") == "video"
+    assert git(repo, "show", f"HEAD:{EDIR}/artifacts.yaml").count("parts/final.mp4") == 1
+    assert git(repo, "log", "-1", "--format=%s").startswith(f"done {EID} gen attempt 1: {EID}/parts/final.mp4")
     assert artifacts(store, EID)["parts/final.mp4"].size == 5
     assert not (repo / ".jobstate" / "work" / EID / "gen" / "1").exists()  # recorded: removed
     assert status(repo) == ""

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from jobstate.git.objects import BLOB_MODE, FORMATS, TREE_MODE, blob_sha
 from jobstate.git.repo import GitRepo
+from jobstate.git.settings import gc_due
 
 from .conftest import both_formats, git
 
@@ -71,3 +72,22 @@ def test_refs_are_read_from_packed_refs_too(repo: Path) -> None:
     g = GitRepo(repo)
     assert g.head_commit() == head
     assert g.commit_tree_of(head) == git(repo, "rev-parse", "HEAD^{tree}").strip()
+
+
+def _gc_due(gitrepo: GitRepo) -> bool:
+    return gc_due(gitrepo.common_dir / "objects", 38, gitrepo.settings)
+
+
+def test_gc_auto_is_started_only_when_git_would_pack(repo: Path) -> None:
+    # git's estimate (builtin/gc.c): more loose objects in objects/17 than gc.auto/256, or too many packs
+    git(repo, "config", "gc.auto", "512")  # a threshold of 2 objects in objects/17
+    gitrepo = GitRepo(repo)
+    fan = repo / ".git" / "objects" / "17"
+    fan.mkdir(exist_ok=True)
+    for n in range(2):
+        (fan / f"{n:038x}").write_bytes(b"")
+    assert not _gc_due(gitrepo)
+    (fan / f"{2:038x}").write_bytes(b"")
+    assert _gc_due(gitrepo)
+    git(repo, "config", "gc.auto", "0")  # off, as git reads it
+    assert not _gc_due(GitRepo(repo))

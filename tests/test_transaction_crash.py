@@ -282,7 +282,7 @@ def test_a_run_killed_after_pushing_its_artifact_and_before_its_branch_moved_is_
         "--",
         *vendor_step(vendor.url, "generate", "--artifact", "a.txt"),
     ]
-    _killed(clone, tmp_path, r"^popen git update-ref -m jobstate: artifact ", *run)
+    _killed(clone, tmp_path, r"^popen git update-ref -m jobstate: done ", *run)
     assert f"state/{eid}/a.txt" in git(bare, "ls-tree", "-r", "--name-only", "main")
     assert f"state/{eid}/a.txt" not in committed_files(clone)
     again = run_cli(*run, cwd=clone)

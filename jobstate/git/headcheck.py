@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 from jobstate.errors import GitError
+from jobstate.git.head import head_files
 from jobstate.git.repo import GitRepo
 
 _REGULAR = {"100644": False, "100755": True}  # mode -> executable
@@ -23,7 +24,7 @@ _REGULAR = {"100644": False, "100755": True}  # mode -> executable
 def committed_files(git: GitRepo, directory: str) -> dict[str, tuple[str, str]] | None:
     """HEAD's files under ``directory`` (path -> (mode, blob sha)); None without a HEAD. Read-only."""
     try:
-        return {path: (mode, sha) for mode, sha, path in git.ls_tree("HEAD", f"{directory}/")}
+        return {path: (mode, sha) for mode, sha, path in head_files(git, f"{directory}/")}
     except GitError:
         return None  # no HEAD yet
 

@@ -83,7 +83,10 @@ class IndexLock:
         env.update({f"GIT_CONFIG_KEY_{n}": "core.splitIndex", f"GIT_CONFIG_VALUE_{n}": "true"})
         index = self.git.git_dir / "index"
         if index.exists():
-            shutil.copyfile(index, tmp)
+            # copy2 keeps the index's mtime: git takes an entry as racily clean (and checks its content) by
+            # comparing it with the index file's mtime, and a fresh mtime would declare a file that changed in
+            # the same clock tick clean for good
+            shutil.copy2(index, tmp)
         else:
             self.git.run("read-tree", "HEAD", env=env)
         # a split index rewrites only the changed entries, not the shared 10,000: the per-commit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -195,12 +196,18 @@ class CatFile:
         self._out.read(1)  # the newline after each object
         return size
 
+    @property
+    def closed(self) -> bool:
+        """Whether the process was stopped (or ended)."""
+        return self._in.closed or self._proc.poll() is not None
+
     def close(self) -> None:
-        """Stop the process."""
-        if self._proc.returncode is None:
-            self._in.close()
-            self._proc.wait()
-            self._out.close()
+        """Stop the process (and close its pipes, whether it still ran or not)."""
+        if not self._in.closed:
+            with contextlib.suppress(OSError):  # a process that ended leaves a broken pipe to flush
+                self._in.close()
+        self._proc.wait()
+        self._out.close()
 
 
 def read_all(cwd: Path, specs: Iterable[str]) -> dict[str, bytes]:

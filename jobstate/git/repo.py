@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import weakref
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -26,7 +27,8 @@ from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
 from jobstate.git.runner import READ_ONLY_ENV, first_error_line, run_git, spawn_detached_git
-from jobstate.git.signing import signed_commit, signing_requested
+from jobstate.git.settings import CommitSettings, gc_due, read_commit_settings
+from jobstate.git.signing import signed_commit
 
 if TYPE_CHECKING:
     import subprocess
@@ -77,11 +79,11 @@ class GitRepo:
         self.git_dir = git_dir
         common = git_dir / "commondir"
         self.common_dir = (git_dir / common.read_text().strip()).resolve() if common.exists() else git_dir
-        self._ident: tuple[bytes, bytes] | None = None
         self._trees: dict[str, Tree] = {}
         self._extensions: dict[str, str] | None = None
-        self._signs: bool | None = None
+        self._settings: CommitSettings | None = None
         self._net: dict[str, str] | None = None
+        self._cat: CatFile | None = None
 
     # ------------------------------------------------------------------- format
     @property
@@ -197,18 +199,37 @@ class GitRepo:
         header, _, body = raw.partition(b"\0")
         return header.split(b" ", 1)[0], body
 
+    def _cat_file(self) -> CatFile:
+        """The one ``git cat-file --batch`` of a command (issue 27), started at its first packed object, kept until
+        this object goes; git finds objects written after it started, loose or in new packs."""
+        cat = self._cat
+        if cat is None or cat.closed:
+            cat = self._cat = CatFile(self.root)
+            weakref.finalize(self, cat.close)
+        return cat
+
+    def close(self) -> None:
+        """Stop the ``git cat-file`` process, if one was started."""
+        cat, self._cat = self._cat, None
+        if cat is not None:
+            cat.close()
+
     @contextmanager
     def object_reader(self) -> Iterator[_Reader]:
-        """A reader for many objects (one ``git cat-file --batch``); closed on exit."""
-        with CatFile(self.root) as cat:
+        """A reader for many objects (the repository's one ``git cat-file --batch``)."""
+        cat = self._cat_file()
 
-            def read(sha: str) -> tuple[bytes, bytes]:
-                try:
-                    return cat.read(sha)
-                except MissingObject:
-                    raise GitError(f"object {sha} is missing from {self.root}") from None
+        def read(sha: str) -> tuple[bytes, bytes]:
+            try:
+                return cat.read(sha)
+            except MissingObject:
+                raise GitError(f"object {sha} is missing from {self.root}") from None
 
+        try:
             yield read
+        except BaseException:
+            self.close()  # interrupted between a request and its answer: the pipe is out of step
+            raise
 
     def write_object(self, kind: bytes, body: bytes) -> str:
         """Store an object as a loose object (atomically); returns its ID."""
@@ -296,30 +317,20 @@ class GitRepo:
         self._remember(sha, current)
         return sha
 
-    def _identity(self) -> tuple[bytes, bytes]:
-        if self._ident is None:
-            idents = []
-            for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
-                proc = self.run("var", var, check=False)
-                if proc.returncode != 0:
-                    raise UsageError(
-                        "git has no identity to commit with: set it with "
-                        "git config user.name NAME and git config user.email EMAIL"
-                    )
-                idents.append(proc.stdout.strip().rsplit(b" ", 2)[0])
-            self._ident = (idents[0], idents[1])
-        return self._ident
+    @property
+    def settings(self) -> CommitSettings:
+        """Identity, signing and gc settings, read once per command (see jobstate.git.settings)."""
+        self._settings = self._settings or read_commit_settings(self.root)
+        return self._settings
 
     def make_commit(self, tree: str, parent: str | None, message: str) -> str:
         """Write a commit object (author and committer from git's own configuration).
 
         Signed, as ``git commit`` would sign it, when the configuration asks for it.
         """
-        if self._signs is None:
-            self._signs = signing_requested(self.root)
-        if self._signs:
+        if self.settings.signs:
             return signed_commit(self.root, tree, parent, message)
-        author, committer = self._identity()
+        author, committer = self.settings.author, self.settings.committer
         stamp = b" %d +0000" % int(time.time())
         lines = [b"tree " + tree.encode()]
         if parent:
@@ -355,18 +366,11 @@ class GitRepo:
         return self.run("merge-base", "--is-ancestor", commit, of, check=False).returncode == 0
 
     def pack_in_background(self) -> None:
-        """Start ``git gc --auto`` detached, as git's own porcelain does after a commit.
-
-        It never holds the jobstate lock (no inherited descriptors), its output is
-        discarded, and its failure cannot fail the command. Skipped when
-        ``objects/17`` is empty: git estimates the loose objects from that one
-        directory, so it would find nothing to do.
+        """Start ``git gc --auto`` detached, as git's own porcelain does after a commit, when git's own estimate
+        says it would pack (else it costs a process after nearly every commit for nothing). It never holds the
+        jobstate lock (no inherited descriptors), its output is discarded, its failure cannot fail the command.
         """
-        try:
-            with os.scandir(self.common_dir / "objects" / "17") as entries:
-                if next(entries, None) is None:
-                    return
-        except OSError:
+        if not gc_due(self.common_dir / "objects", 2 * self.format.width - 2, self.settings):
             return
         spawn_detached_git(self.root, "gc", "--auto", "--quiet")
 

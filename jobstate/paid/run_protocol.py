@@ -316,6 +316,7 @@ def _record_earlier_charges(step: PaidStep, result: Path, notify: Callable[[str]
                     f"recorded {amount} {currency} that an interrupted run of step {step.step} reported in "
                     f"{result.name}"
                 )
+        step.commit_reported()  # before the caller removes the file that proves them
     except ChargeConflict as exc:
         _keep_refused(step, result, exc)
         raise

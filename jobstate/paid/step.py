@@ -7,6 +7,12 @@ record the vendor's task reference (committed at once), costs and artifacts.
 A step whose intent was committed but whose acceptance was never recorded is
 "unknown": it is never resubmitted until an operator resolves it.
 
+At most three commits per step (issue 27): the intent, the acceptance, and one closing commit with
+the charges, the artifacts and the completion. What the body reports with ``cost`` and ``artifact``
+is kept in memory (an artifact's bytes as read when reported) and committed with the end; when the
+body raises, or says nothing was submitted, the closing commit still records every charge and
+artifact reported (without the completion): money is never dropped.
+
 Longer than most modules on purpose: the guard, the intent and the records of one attempt are
 one protocol; the run of a command (step_command.py) and the decisions (resolution.py,
 review.py) live elsewhere.
@@ -23,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from jobstate.core.artifacts import Artifact, artifacts_to_yaml_dict, new_artifact
-from jobstate.core.attempts import Attempt, attempt_from_yaml_dict
+from jobstate.core.attempts import Attempt, attempt_from_yaml_dict, submissions_to_yaml_dict
 from jobstate.core.budget import parse_max_cost
 from jobstate.core.clock import format_time
-from jobstate.core.costs import Charge, charged_to, costs_to_yaml_dict, recorded_charge, same_task
+from jobstate.core.costs import Charge, CostEntry, charged_to, costs_to_yaml_dict, recorded_charge, same_task
 from jobstate.core.keys import idempotency_key, mapping_fingerprint
 from jobstate.core.layout import (
     ARTIFACTS,
@@ -85,6 +91,9 @@ class PaidStep:
         self.resumed = attempt.remote_ref is not None
         self.lock: FileLock | None = None  # the step lock, held by CMD too (run_protocol)
         self._ordinals: dict[str | None, int] = {}  # charges without a charge_id reported so far, per remote task
+        # reported and not committed yet: committed together by the closing commit (see the module docstring)
+        self._charges: list[tuple[Charge, CostEntry]] = []
+        self._artifacts: dict[str, tuple[Artifact, bytes]] = {}
 
     @property
     def attempt(self) -> int:
@@ -162,7 +171,10 @@ class PaidStep:
     def cost(
         self, amount: str | Decimal, currency: str, remote_ref: str | None = None, *, charge_id: str | None = None
     ) -> bool:
-        """Record one charge (amount as a decimal string) in the ledger and commit it; True if it was new.
+        """Record one charge (amount as a decimal string) in the ledger; True if it was new.
+
+        It is committed with the step's closing commit, whether the body returns or raises
+        (``commit_reported`` commits it at once).
 
         A charge is identified by step, remote task (this step's by default) and ``charge_id``;
         without a charge_id, the n-th charge reported for a task in this run is the n-th one
@@ -181,29 +193,19 @@ class PaidStep:
         ordinal = 0
         if charge_id is None:
             ordinal = self._ordinals[ref] = self._ordinals.get(ref, 0) + 1
-        eid = self.episode.episode_id
-
-        def decide(_cat: Catalog) -> StateChange[bool]:
-            entries = cost_entries(self.store, eid)
-            if recorded_charge(entries, charge, ordinal) is not None:
-                return record_change(self.store, eid, {}, "", result=False)  # a replay: nothing to write
-            return record_change(
-                self.store,
-                eid,
-                {COSTS: costs_to_yaml_dict([*entries, charge.entry(self._now())])},
-                f"cost {eid} {self.step}: {charge.describe()}",
-                result=True,
-            )
-
-        return transact(self.store, decide)
+        entries = [*cost_entries(self.store, self.episode.episode_id), *(e for _c, e in self._charges)]
+        if recorded_charge(entries, charge, ordinal) is not None:
+            return False  # a replay: nothing to write
+        self._charges.append((charge, charge.entry(self._now())))
+        return True
 
     def artifact(self, path: str) -> Artifact:
-        """Record (sha256 and size) a file the step wrote in its output directory and commit it into the
-        episode directory under the same relative path; the staged file is removed once that landed.
+        """Record (sha256 and size) a file the step wrote in its output directory; the closing commit moves it
+        into the episode directory under the same relative path, and the staged file is removed once that landed.
 
         The file must be a regular file with one link, reached without a symlink: it is opened once
-        (O_NOFOLLOW) under the lock, and what is hashed is exactly what is committed (UsageError,
-        exit 2, with the reason otherwise; nothing is recorded).
+        (O_NOFOLLOW) when reported, under the step lock, and what is hashed is exactly what is committed
+        (its bytes are kept until then; UsageError, exit 2, with the reason otherwise; nothing is recorded).
         """
         rel = validate_artifact_path(path)
         eid = self.episode.episode_id
@@ -218,37 +220,68 @@ class PaidStep:
                 f"only reads: write it into $JOBSTATE_OUTPUT_DIR ({work_dir(eid, self.step, self.attempt)}) and "
                 f"jobstate moves it into the episode when it records it; move {target} there, then run this again"
             )
-        box: list[Artifact] = []
+        data = read_artifact(self.output_dir, rel)
+        digest, size = sha256_bytes(data)
+        record = new_artifact(digest, size, self.step)
+        self._artifacts[rel] = (record, data)
+        return record
+
+    def commit_reported(self) -> None:
+        """Commit the charges and artifacts reported so far, now, in one commit (none when there are none)."""
+        self._close(None, "")
+
+    def _close(self, done: dict[str, Any] | None, message: str) -> None:
+        """One commit: the reported charges and artifacts, and with ``done`` the attempt's closing fields."""
+        eid = self.episode.episode_id
+        charges, staged = list(self._charges), dict(self._artifacts)
+        if done is None and not charges and not staged:
+            return
+        parts = [c.describe() for c, _e in charges] + [f"{eid}/{rel}" for rel in staged]
+        if done is None:
+            message = f"report {eid} {self.step} attempt {self.attempt}"
+        if parts:  # the subject line names a few; the records hold them all
+            message += ": " + "; ".join(parts[:4]) + (f" and {len(parts) - 4} more" if len(parts) > 4 else "")
 
         def decide(_cat: Catalog) -> StateChange[None]:
-            data = read_artifact(self.output_dir, rel)
-            digest, size = sha256_bytes(data)
-            record = new_artifact(digest, size, self.step)
-            box[:] = [record]
-            found = artifacts(self.store, eid)
-            found[rel] = record
-            change: StateChange[None] = record_change(
-                self.store,
-                eid,
-                {ARTIFACTS: artifacts_to_yaml_dict(found)},
-                f"artifact {eid}/{rel} from {self.step}: sha256 {digest[:12]}, {size} bytes",
-            )
-            change.files[target] = data
+            records: dict[str, Any] = {}
+            if done is not None:
+                steps = submissions(self.store, eid)
+                attempts = steps.get(self.step, [])
+                if not attempts or attempts[-1].number != self.attempt:
+                    raise StateInvalid(
+                        f"{episode_dir(eid)}/{SUBMISSIONS}: attempt {self.attempt} of {self.step} vanished"
+                    )
+                attempts[-1] = attempts[-1].updated(**done)
+                records[SUBMISSIONS] = submissions_to_yaml_dict(steps)
+            if charges:
+                records[COSTS] = costs_to_yaml_dict([*cost_entries(self.store, eid), *(e for _c, e in charges)])
+            if staged:
+                found = artifacts(self.store, eid)
+                found.update({rel: record for rel, (record, _data) in staged.items()})
+                records[ARTIFACTS] = artifacts_to_yaml_dict(found)
+            change: StateChange[None] = record_change(self.store, eid, records, message)
+            for rel, (_record, data) in staged.items():
+                change.files[f"{self.episode.directory}/{rel}"] = data
             return change
 
         transact(self.store, decide)
-        source.unlink(missing_ok=True)  # moved: the episode directory has it, committed
-        return box[0]
+        if done is not None:
+            self._attempt = self._attempt.updated(**done)
+        self._charges.clear()
+        self._artifacts.clear()
+        for rel in staged:
+            (self.output_dir / rel).unlink(missing_ok=True)  # moved: the episode directory has it, committed
 
     def restart_charge_count(self) -> None:
         """Count charges without a charge_id from the first again (a run's report after an earlier one's)."""
         self._ordinals.clear()
 
     def spent(self) -> dict[str, Decimal]:
-        """What this attempt has cost so far per currency, per the ledger."""
+        """What this attempt has cost so far per currency, per the ledger and the charges reported since."""
         eid = self.episode.episode_id
         numbers = same_task(self._attempt, submissions(self.store, eid).get(self.step) or [])
-        return charged_to(cost_entries(self.store, eid), self.step, numbers, self.remote_ref)
+        entries = [*cost_entries(self.store, eid), *(e for _c, e in self._charges)]
+        return charged_to(entries, self.step, numbers, self.remote_ref)
 
     def _now(self) -> str:
         return format_time(self.store.now())
@@ -304,8 +337,13 @@ def paid_step(
         handle = _begin(store, episode_id, step, max_cost=max_cost, fingerprint=fingerprint, notify=notify)
         handle.lock = step_lock
         make_output_dir(store, episode_id, step, handle.attempt)
-        yield handle
+        try:
+            yield handle
+        except BaseException:
+            handle.commit_reported()  # the body failed: what it reported is still recorded (money is never dropped)
+            raise
         if handle.state == AttemptState.NOT_SUBMITTED:
+            handle.commit_reported()
             remove_output_dir(store, episode_id, step, handle.attempt)
             return  # the body said the vendor has nothing: not a completion; a new attempt may follow
         done: dict[str, Any] = {"state": AttemptState.COMPLETED, "completed_at": handle._now()}
@@ -322,7 +360,7 @@ def paid_step(
                     f"warning: step {step} of {episode_id} was also charged {settled['unreserved']}, in a currency "
                     "it did not reserve (recorded; verify checks the period's budget)"
                 )
-        handle._update(f"done {episode_id} {step} attempt {handle.attempt}", done)
+        handle._close(done, f"done {episode_id} {step} attempt {handle.attempt}")
         remove_output_dir(store, episode_id, step, handle.attempt)  # recorded: what was not reported is not kept
     finally:
         step_lock.__exit__(None, None, None)

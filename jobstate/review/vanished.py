@@ -14,10 +14,11 @@ from jobstate.core.layout import PRIVATE, RETIRED, STATE, describes_episode, is_
 from jobstate.core.records import episode_from_yaml_dict
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanished, vanished_text
 from jobstate.errors import StateInvalid, UsageError
+from jobstate.git.head import tracked_in_work_tree
 from jobstate.store.catalog import Catalog
 from jobstate.store.history import EPISODE_FILES as _EPISODES
 from jobstate.store.history import Event, branch_tips, episode_events, files_at, removing_commit
-from jobstate.store.snapshot import git_read, tracked_in_work_tree
+from jobstate.store.snapshot import git_read
 from jobstate.store.yamlio import loads
 
 

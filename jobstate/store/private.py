@@ -28,7 +28,7 @@ from pathlib import Path
 from jobstate.core.layout import PRIVATE, REFUSED, record_path_problem, refused_report_path
 from jobstate.core.model import tracked_private
 from jobstate.errors import DirtyState
-from jobstate.store.snapshot import tracked_in_work_tree
+from jobstate.git.head import tracked
 from jobstate.store.store import Store
 
 
@@ -46,7 +46,7 @@ def refuse_tracked(store: Store) -> None:
             f"{PRIVATE} is {what}: jobstate keeps its own files there and reads nothing it did not write; "
             f"move it away (nothing was read or written)"
         )
-    violations = tracked_private(tracked_in_work_tree(store.root, PRIVATE))
+    violations = tracked_private(tracked(store.git, PRIVATE))
     if violations:
         first = violations[0]
         more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
@@ -103,7 +103,7 @@ def read_private(store: Store, path: Path) -> bytes | None:
         raise _refuse(rel, "is not a regular file")
     if info.st_uid != os.getuid():
         raise _refuse(rel, f"is owned by uid {info.st_uid}, not by you")
-    if tracked_in_work_tree(store.root, rel):
+    if any(p == rel or p.startswith(f"{rel}/") for p in tracked(store.git, PRIVATE)):
         raise _refuse(rel, f"is tracked by Git (untrack it with: git rm --cached -r {shlex.quote(rel)})")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)

@@ -15,6 +15,7 @@ from pathlib import Path
 from jobstate.core.layout import HISTORY, STATE
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.blobs import BlobHasher
+from jobstate.git.head import tracked_in_work_tree
 from jobstate.git.objects import CatFile, MissingObject
 from jobstate.git.runner import READ_ONLY_ENV, run_git
 from jobstate.hashing import Digest, Progress, hash_files
@@ -39,15 +40,6 @@ def git_read(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedP
 
 def _names(out: bytes) -> list[str]:
     return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
-
-
-def tracked_in_work_tree(cwd: Path, path: str) -> list[str]:
-    """What HEAD or the index has at or under ``path`` (a staged ``git rm --cached`` still counts: HEAD
-    keeps it until the next commit). Read-only."""
-    proc = git_read(cwd, "ls-files", "-z", "--with-tree=HEAD", "--", path, check=False)
-    if proc.returncode != 0:  # no HEAD yet: the index alone
-        proc = git_read(cwd, "ls-files", "-z", "--", path)
-    return _names(proc.stdout)
 
 
 class Snapshot:

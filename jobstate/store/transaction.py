@@ -44,6 +44,7 @@ from jobstate.errors import (
     RemoteUnavailable,
     UsageError,
 )
+from jobstate.git.head import blob_at, carry_tracked, index_key
 from jobstate.git.index import IndexLock
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
@@ -366,6 +367,7 @@ def commit(
     remote = store.remote
     # index.lock from before the branch moves until the index has the new files, as git commit does
     with _index_lock(store) as index:
+        index_before = (parent, index_key(git))  # under index.lock: no other git writes the index now
         # written before any branch moves: a kill after that is finished by the next command
         _write_json(marker, asdict(pending))
         pushed = False
@@ -408,6 +410,7 @@ def commit(
                     add.extend(rows_from_blobs(store, [(store.git.blob_sha(data), path)]))
             cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
         _update_index(index, pending.paths)
+        carry_tracked(git, index_before, new, pending.paths)
     marker.unlink()
     git.pack_in_background()
     return new
@@ -468,7 +471,8 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
 def _refuse_uncommitted_settings(store: Store) -> None:
     """Decisions rest on committed settings: an edit of jobstate.yaml nobody committed is refused
     (exit 2), never committed beside a change it decided (init, which writes the file, is exempt)."""
-    head = store.git.run("rev-parse", "--verify", "-q", f"HEAD:{CONFIG_FILE}", check=False).stdout.decode().strip()
+    commit = store.git.head_commit()
+    head = (blob_at(store.git, commit, CONFIG_FILE) if commit else None) or ""
     data = store.config_bytes()
     if (store.git.blob_sha(data) if data or head else "") != head:
         raise DirtyState(
