@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jobstate.core.keys import validate_key
+from jobstate.core.keys import canonical_key
 from jobstate.core.periods import Period
 from jobstate.core.records import EPISODE_FIELDS, Allocation
 from jobstate.errors import UsageError
@@ -34,7 +34,7 @@ def allocate(
     already belongs to one episode of another period returns that episode:
     the key stays where it is. ``extra`` fields go into a new episode.yaml.
     """
-    validate_key(key)
+    canonical_key(key)
     store.require_period_kind(period)
     store.require_initialized()
     found = _committed_answer(store, key, period, keep_period)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobstate.core.clock import format_time
+from jobstate.core.keys import confusable_with
 from jobstate.core.layout import episode_path
 from jobstate.core.periods import Period, format_episode_id, next_sequence
 from jobstate.core.records import Allocation, Episode
@@ -61,6 +62,14 @@ def _decide(
     in_period = cat.by_period(period.id)
     for row in in_period:
         check_clean(store, row)
+    # a key that reads as one of the period's keys is most likely the same run typed differently
+    twin = confusable_with(key, [r.allocation_key for r in in_period])
+    if twin is not None:
+        raise AllocationConflict(
+            f"allocation key {key!r} reads as {twin!r}, the key of an episode of {period.id} "
+            "(they differ only in case, width or compatibility characters); if this run is that one, "
+            f"use {twin!r}; otherwise choose a key that differs in more than that"
+        )
     sequences = {r.sequence for r in in_period} | {o.sequence for o in orphans if o.period_id == period.id}
     # never refill a gap: a sequence the period ever had on this branch stays used for ever
     highest = cat.ever_max_sequence(period.id)

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
+from jobstate.core.keys import key_problems
 from jobstate.core.layout import PRIVATE
 from jobstate.core.model import Violation, appended, tracked_private
 from jobstate.core.money import sum_by_currency
@@ -237,6 +238,7 @@ ALARM_ORDER = [
     "artifact changed after approval",
     "cost entry rewritten",
     "key moved",
+    "key not canonical",
     "episode rewritten",
     "decision rewritten",
     "decision signer mismatch",
@@ -281,6 +283,21 @@ def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
             result.alarms.insert(0, {"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})
 
 
+def _key_alarms(new: StateView, result: Diff) -> None:
+    """A new episode whose key no allocation writes today (not canonical, or read as another key of its period)."""
+    added = {str(a["episode_id"]) for a in result.allocated}
+    periods = {new.episodes[eid].period_id for eid in added if eid in new.episodes}
+    keys = {
+        eid: (view.period_id, view.allocation_key)
+        for eid, view in new.episodes.items()
+        if view.period_id in periods and view.allocation_key
+    }
+    for eid, message in key_problems(keys):
+        if eid in added:
+            result.alarms.append({"kind": "key not canonical", "episode": eid, "message": message})
+    add_alarms(result, [])  # sorts them in
+
+
 def _signers(path: Path, base: str, rev: str, result: Diff) -> None:
     """Who signed each new decision: the last commits that changed its approval.yaml (one decision
     each, as approve commits). A good signature whose principal is not ``by`` is an alarm."""
@@ -316,6 +333,7 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
         new.episodes[str(s["episode_id"])].period_id for s in result.steps if s.get("episode_id") in new.episodes
     }
     result.budgets = budget_use(new, touched)
+    _key_alarms(new, result)
     per_commit, notes = range_violations(path, base, rev)
     add_alarms(result, per_commit)
     add_alarms(result, tracked_private(Revision(locate(path), new.commit).tracked(PRIVATE)))

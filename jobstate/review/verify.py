@@ -21,6 +21,7 @@ from jobstate.core.artifacts import artifacts_from_yaml_dict
 from jobstate.core.attempts import submissions_from_yaml_dict
 from jobstate.core.clock import time_text
 from jobstate.core.costs import costs_from_yaml_dict
+from jobstate.core.keys import key_problems
 from jobstate.core.layout import (
     APPROVAL,
     ARTIFACTS,
@@ -194,6 +195,8 @@ def collect(
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
     _check_uniqueness(facts, problems, retired_keys)
+    keys = {n: (f.period_id, f.allocation_key) for n, f in facts.items() if not f.legacy and f.allocation_key}
+    problems += [Problem(episode_dir(eid), text, "warning") for eid, text in key_problems(keys)]
     if config is not None:
         _check_period_kind(config.period, facts, problems)
     check_budgets(None if config is None else config.budget, facts, problems)
