@@ -24,6 +24,7 @@ from jobstate.git.signing import signers_by_file
 from jobstate.git.snapshot import Revision, locate
 from jobstate.review.budget_use import budget_use
 from jobstate.review.changes import migrated_from, range_violations, state_violations
+from jobstate.review.merges import merge_findings
 from jobstate.review.revision import EpisodeView, StateView, read_state
 from jobstate.review.vanished import find_vanished, tombstones_at
 from jobstate.review.verify import collect, preservation
@@ -232,6 +233,7 @@ ALARM_ORDER = [
     "private file tracked",
     "record refused",
     "episode deleted",
+    "ID handed out twice",
     "completed episode edited",
     "history without approval",
     "history disagrees",
@@ -334,6 +336,8 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     }
     result.budgets = budget_use(new, touched)
     _key_alarms(new, result)
+    for eid, text in merge_findings(locate(path), old.commit, new.commit, work_tree=False):
+        result.alarms.append({"kind": "ID handed out twice", "episode": eid, "message": text})
     per_commit, notes = range_violations(path, base, rev)
     add_alarms(result, per_commit)
     add_alarms(result, tracked_private(Revision(locate(path), new.commit).tracked(PRIVATE)))

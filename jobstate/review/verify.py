@@ -57,6 +57,7 @@ from jobstate.review.facts import (
     legacy_facts,
     read_reporting,
 )
+from jobstate.review.merges import merge_findings
 from jobstate.review.vanished import (
     catalog_knowledge,
     find_vanished,
@@ -589,6 +590,9 @@ def verify(
     else:
         since = None
     _check_vanished(cwd, snap, report, since)
+    tip_commit = snap.commit if isinstance(snap, Revision) else "HEAD"
+    found = merge_findings(cwd, since[0] if since else None, tip_commit, work_tree=rev is None)
+    report.problems += [Problem(episode_dir(eid), text) for eid, text in found]
     return report
 
 

@@ -11,7 +11,7 @@ from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import NotInitialized, UsageError
 from jobstate.git.repo import find_root, init_repository
 from jobstate.git.runner import run_git
-from jobstate.store.config import DEFAULT_CONFIG_TEXT
+from jobstate.store.config import default_config_text
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, locked, transact
 
@@ -51,7 +51,7 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
     for folder in (STATE, HISTORY):
         if f"{folder}/.gitkeep" in files:
             _refuse_foreign_files(root, folder)
-    ensure(CONFIG_FILE, DEFAULT_CONFIG_TEXT)
+    ensure(CONFIG_FILE, default_config_text(_branch(store)))
     ignore = root / ".gitignore"
     text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
     if f"{PRIVATE}/" not in text.splitlines():
@@ -114,6 +114,12 @@ def _is_episode(folder: str, path: Path) -> bool:
             continue
         return True
     return False
+
+
+def _branch(store: Store) -> str | None:
+    """The branch HEAD names (None when detached)."""
+    ref = store.git.head_ref()
+    return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
 
 
 def _require_identity(cwd: Path) -> None:
