@@ -77,3 +77,8 @@ def test_key_rules() -> None:
         )[0][0]
         == "2026-W33-0"
     )
+
+
+def test_verify_says_one_episode_not_one_episodes(repo: Path) -> None:
+    run_cli("allocate", "--key", "only", "--week", "2026-W33", cwd=repo)
+    assert "verify: 1 episode, 0 artifacts" in run_cli("verify", cwd=repo).stdout

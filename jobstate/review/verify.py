@@ -106,7 +106,8 @@ class Report:
         failing = len(self.errors(strict)) + len(self.differences)
         extra = f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings and not strict else ""
         return (
-            f"verify: {self.episodes} episodes, {self.artifacts} artifacts ({_size(self.artifact_bytes)}), "
+            f"verify: {_count(self.episodes, 'episode')}, {_count(self.artifacts, 'artifact')} "
+            f"({_size(self.artifact_bytes)}), "
             f"{failing} problem{'s' if failing != 1 else ''}{extra}"
         )
 
@@ -135,6 +136,10 @@ def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
     except OSError as exc:
         problems.append(Problem(path, f"cannot read: {exc}", unreadable=True))
     return None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _size(n: int) -> str:
