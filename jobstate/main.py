@@ -128,7 +128,10 @@ def _scheduled(a: argparse.Namespace) -> Request | None:
 # that function takes, by name). The one place a command is imported, lazily, when it runs.
 DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
     "init": ("init", ("repo", "git_init", "remote")),
-    "allocate": ("allocate", ("options", "key", "date", "week", "period", "at", "as_json", "scheduled", "podinfo")),
+    "allocate": (
+        "allocate",
+        ("options", "key", "date", "week", "period", "at", "as_json", "scheduled", "podinfo", "any_branch"),
+    ),
     "key": ("key", ("repo", "scheduled", "podinfo", "now", "as_json")),
     "show": ("show", ("options", "episode_id", "as_json", "records")),
     "list": ("list_episodes", ("options", "period", "as_json")),
@@ -309,6 +312,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--at",
         help="scheduled time, ISO 8601; mapped to a period in the configured timezone "
         "(with --from cron or systemd: the time whose slot counts)",
+    )
+    p.add_argument(
+        "--any-branch",
+        action="store_true",
+        help="allocate a new ID although HEAD is not the state's branch (state_branch in jobstate.yaml)",
     )
     _scheduler_options(p)
     json_flag(p)

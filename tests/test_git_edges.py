@@ -28,8 +28,11 @@ def test_a_linked_worktree_commits_on_its_own_branch(repo: Path, capsys: pytest.
     linked = repo.parent / "linked"
     git(repo, "worktree", "add", "-q", "-b", "other", str(linked))
     assert (linked / ".git").is_file()
+    # not the state's branch (jobstate.yaml's state_branch): refused unless the user says so
+    code, _out, err = _jobstate(linked, capsys, "allocate", "--key", "a", "--week", "2026-W32")
+    assert code == 4, err
     for key, expected in (("a", "2026-W32-0"), ("b", "2026-W32-1"), ("a", "2026-W32-0")):
-        code, out, err = _jobstate(linked, capsys, "allocate", "--key", key, "--week", "2026-W32")
+        code, out, err = _jobstate(linked, capsys, "allocate", "--key", key, "--week", "2026-W32", "--any-branch")
         assert code == 0, err
         assert out == expected + "\n"
     assert git(repo, "rev-parse", "main").strip() == main_tip

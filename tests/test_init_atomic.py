@@ -11,7 +11,7 @@ from jobstate.main import main
 from .conftest import committed_files, git, status
 from .snapshots import tree_state
 
-INIT_FILES = {"state/.gitkeep", "history/.gitkeep", "jobstate.yaml", ".gitignore"}
+INIT_FILES = {"state/.gitkeep", "history/.gitkeep", "jobstate.yaml", ".gitignore", ".gitattributes"}
 
 
 @pytest.fixture

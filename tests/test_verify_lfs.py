@@ -81,7 +81,7 @@ def test_a_pointer_artifact_verifies_from_git_objects_and_with_the_real_file(
         code, out = _verify(lfs_repo, capsys, *args)
         assert code == 0, out
         assert len(out) == 1, out
-        assert out[0].startswith("verify: 1 episodes, 1 artifacts ("), out
+        assert out[0].startswith("verify: 1 episode, 1 artifact ("), out
         assert out[0].endswith("), 0 problems"), out
     assert tree_state(lfs_repo) == before
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from jobstate.core.keys import validate_key
+from jobstate.core.keys import canonical_key
 from jobstate.core.periods import Period
 from jobstate.core.records import EPISODE_FIELDS, Allocation
 from jobstate.errors import UsageError
@@ -25,6 +25,7 @@ def allocate(
     *,
     extra: Mapping[str, Any] | None = None,
     keep_period: bool = False,
+    any_branch: bool = False,
 ) -> Allocation:
     """Return the episode for ``key`` in ``period``, allocating ``max + 1`` if the key is new.
 
@@ -32,9 +33,10 @@ def allocate(
     several episodes: jobstate never guesses which one to reuse. With
     ``keep_period`` (``period`` is only a guess, e.g. today's), a key that
     already belongs to one episode of another period returns that episode:
-    the key stays where it is. ``extra`` fields go into a new episode.yaml.
+    the key stays where it is. ``extra`` fields go into a new episode.yaml. A new episode on a
+    branch other than ``state_branch`` (jobstate.yaml) is refused unless ``any_branch``.
     """
-    validate_key(key)
+    canonical_key(key)
     store.require_period_kind(period)
     store.require_initialized()
     found = _committed_answer(store, key, period, keep_period)
@@ -46,7 +48,7 @@ def allocate(
     # the lock-free retry above loads no YAML, lock or Git-writing module; a decision does
     from jobstate.allocation.decision import allocate_locked  # noqa: PLC0415 - start-up
 
-    return allocate_locked(store, key, period, extra=fields, keep_period=keep_period)
+    return allocate_locked(store, key, period, extra=fields, keep_period=keep_period, any_branch=any_branch)
 
 
 def _committed_answer(store: Store, key: str, period: Period, keep_period: bool) -> Allocation | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobstate.core.clock import format_time
+from jobstate.core.keys import confusable_with
 from jobstate.core.layout import episode_path
 from jobstate.core.periods import Period, format_episode_id, next_sequence
 from jobstate.core.records import Allocation, Episode
@@ -20,9 +21,15 @@ from jobstate.store.worktree import check_clean, uncommitted_episodes
 from jobstate.store.yamlio import dumps
 
 
-def allocate_locked(store: Store, key: str, period: Period, *, extra: dict[str, Any], keep_period: bool) -> Allocation:
+def allocate_locked(
+    store: Store, key: str, period: Period, *, extra: dict[str, Any], keep_period: bool, any_branch: bool = False
+) -> Allocation:
     """The existing episode for ``key``, or ``max + 1`` in ``period``, decided and committed under the lock."""
-    return transact(store, lambda cat: _decide(store, cat, key, period, extra=extra, keep_period=keep_period))
+
+    def decide(cat: Catalog) -> StateChange[Allocation]:
+        return _decide(store, cat, key, period, extra=extra, keep_period=keep_period, any_branch=any_branch)
+
+    return transact(store, decide)
 
 
 def _conflict_text(episodes: dict[str, str]) -> str:
@@ -30,7 +37,14 @@ def _conflict_text(episodes: dict[str, str]) -> str:
 
 
 def _decide(
-    store: Store, cat: Catalog, key: str, period: Period, *, extra: dict[str, Any], keep_period: bool
+    store: Store,
+    cat: Catalog,
+    key: str,
+    period: Period,
+    *,
+    extra: dict[str, Any],
+    keep_period: bool,
+    any_branch: bool = False,
 ) -> StateChange[Allocation]:
     """Under the lock, on the freshest state: the existing episode for ``key``, or a new one."""
     orphans = uncommitted_episodes(store, cat)
@@ -61,9 +75,19 @@ def _decide(
         found = Allocation(episode_id, period_id, int(episode_id.rsplit("-", 1)[1]), key, False, recovered=bool(mine))
         return StateChange(found, recover, note)
     _refuse_gone(store, cat, key)
+    if not any_branch:
+        _refuse_other_branch(store)
     in_period = cat.by_period(period.id)
     for row in in_period:
         check_clean(store, row)
+    # a key that reads as one of the period's keys is most likely the same run typed differently
+    twin = confusable_with(key, [r.allocation_key for r in in_period])
+    if twin is not None:
+        raise AllocationConflict(
+            f"allocation key {key!r} reads as {twin!r}, the key of an episode of {period.id} "
+            "(they differ only in case, width or compatibility characters); if this run is that one, "
+            f"use {twin!r}; otherwise choose a key that differs in more than that"
+        )
     sequences = {r.sequence for r in in_period} | {o.sequence for o in orphans if o.period_id == period.id}
     # never refill a gap: a sequence the period ever had on this branch stays used for ever
     highest = cat.ever_max_sequence(period.id)
@@ -91,6 +115,24 @@ def _decide(
     return checked(store, StateChange(allocation, files, message))
 
 
+def _refuse_other_branch(store: Store) -> None:
+    """A new ID is handed out on the state's branch only: another branch would start a second series of
+    the same IDs, which collide at the merge (verify flags them there)."""
+    wanted = store.config.state_branch
+    if wanted is None:
+        return  # a repository initialised before state_branch existed: as before
+    ref = store.git.head_ref()
+    here = ref.removeprefix("refs/heads/")
+    if ref == f"refs/heads/{wanted}":
+        return
+    where = f"branch {here!r}" if ref.startswith("refs/heads/") else "a detached HEAD"
+    raise AllocationConflict(
+        f"allocation refused on {where}: jobstate.yaml names {wanted!r} as the state's branch, and an ID handed "
+        f"out here may be handed out on {wanted!r} too; run it on {wanted!r}, or pass --any-branch if this "
+        "branch will never be merged with it (docs/git-setups.md#branches-and-worktrees)"
+    )
+
+
 def _refuse_gone(store: Store, cat: Catalog, key: str) -> None:
     """A key whose episode was retired or has vanished from HEAD keeps it: allocating it again is refused."""
     gone = cat.ever_by_key(key)
@@ -102,10 +144,23 @@ def _refuse_gone(store: Store, cat: Catalog, key: str) -> None:
         # the rule verify applies to every key: a retired key is never handed out again
         problem = key_owner_problem(key, [seen.episode_id], seen.episode_id)
         raise AllocationConflict(f"{problem} ({seen.episode_id}, retired ({stone.path})): use a new key")
-    removed = removing_commit(store.git.root, cat.meta("head") or "HEAD", seen.episode_id)
+    head = cat.meta("head") or "HEAD"
+    holder = cat.row(episode_path(seen.episode_id))
+    if holder is not None and holder.allocation_key != key:
+        # two branches handed out one ID and the merge kept the other key's episode: retiring the ID
+        # would retire that run, so the advice is about this key's records only
+        raise AllocationConflict(
+            f"allocation key {key!r} refused: its episode {seen.episode_id} (first committed in "
+            f"{seen.seen_in[:12]}) was handed out on another branch too, and the merge kept the episode of key "
+            f"{holder.allocation_key!r} under that ID; do not retire {seen.episode_id}, it is that run's. "
+            f"This run's records are in commit {seen.seen_in[:12]}: check there what it paid before giving it "
+            "a new key (docs/git-setups.md#branches-and-worktrees)"
+        )
+    removed = removing_commit(store.git.root, head, seen.episode_id)
+    kept = removed is None and store.git.is_ancestor(seen.seen_in, head)
+    gone_text = vanished_text(seen.episode_id, None, removed, last_seen=seen.seen_in, in_ancestry=kept)
     raise AllocationConflict(
-        f"allocation key {key!r} refused: {vanished_text(seen.episode_id, None, removed, last_seen=seen.seen_in)}; "
-        "allocating it anew would pay for the same run twice"
+        f"allocation key {key!r} refused: {gone_text}; allocating it anew would pay for the same run twice"
     )
 
 

@@ -111,7 +111,13 @@ def key_for(
 
 
 def allocate_from(
-    store: Store, request: Request, env: Mapping[str, str], files: Mapping[str, str], now: datetime
+    store: Store,
+    request: Request,
+    env: Mapping[str, str],
+    files: Mapping[str, str],
+    now: datetime,
+    *,
+    any_branch: bool = False,
 ) -> tuple[Allocation, Derivation]:
     """``jobstate allocate --from``: the episode for this scheduler run, with a ``scheduler:`` record.
 
@@ -120,7 +126,12 @@ def allocate_from(
     """
     found = derive_with(store.config, request, env, files, now)
     result = allocate(
-        store, found.key, found.period, extra={"scheduler": found.record()}, keep_period=found.keep_period
+        store,
+        found.key,
+        found.period,
+        extra={"scheduler": found.record()},
+        keep_period=found.keep_period,
+        any_branch=any_branch,
     )
     return result, found
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from jobstate.allocation.cron import latest_fire, zone
 from jobstate.core.clock import format_time
-from jobstate.core.keys import SCHEDULERS, validate_key
+from jobstate.core.keys import SCHEDULERS, canonical_key
 from jobstate.core.periods import Period, period_of
 from jobstate.errors import UsageError
 
@@ -379,7 +379,7 @@ def derive(
     place = zone(tz)
     inputs = _Inputs(env, now, job_name, schedule, schedule_tz or tz, at, files or {}, manual)
     found = _DERIVE[scheduler](inputs)
-    validate_key(found.key)
+    canonical_key(found.key)
     intended = found.intended
     source = "schedule" if scheduler == "github-actions" else "intended"
     if at is not None and scheduler not in ("cron", "systemd"):

@@ -27,6 +27,7 @@ def allocate(
     as_json: bool,
     scheduled: Request | None = None,
     podinfo: str | None = None,
+    any_branch: bool = False,
 ) -> int:
     """Print the episode ID for ``key`` (or for the scheduler run ``scheduled``) in the period given."""
     if scheduled is not None:
@@ -36,7 +37,9 @@ def allocate(
         if key is not None:
             raise UsageError("give --key or --from SCHEDULER, not both: --from builds the key")
         with options.open() as store:
-            result, found = allocate_from(store, scheduled, dict(os.environ), read_podinfo(podinfo), options.now())
+            result, found = allocate_from(
+                store, scheduled, dict(os.environ), read_podinfo(podinfo), options.now(), any_branch=any_branch
+            )
         for line in notes(result, found):
             note(line)
         if as_json:
@@ -58,7 +61,7 @@ def allocate(
     with options.open() as store:
         config = store.config
         when = period_from(config.period, config.timezone, date_text=date, week=week, period=period, at=at)
-        result = allocate_episode(store, key, when)
+        result = allocate_episode(store, key, when, any_branch=any_branch)
     if result.recovered:
         note(f"recovered {result.episode_id}, left uncommitted by an interrupted allocate")
     if as_json:

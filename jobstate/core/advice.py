@@ -26,3 +26,20 @@ def commit_or_restore(path: str, code: str = " M") -> str:
     if code == "??":
         return f"commit it, or move it out of the repository ({shlex.quote(path)} is untracked)"
     return f"commit it, or restore it with: {restore(path, code)}"
+
+
+# put back as HEAD has them: the index must forget them first, or checkout skips files it thinks unchanged
+UNCONVERT = (
+    "git rm -rq --cached jobstate.yaml state history && "
+    "git -c core.autocrlf=false -c core.eol=lf checkout HEAD -- jobstate.yaml state history"
+)
+
+
+def converted(path: str) -> str:
+    """The advice for a file that differs from HEAD only by git's end-of-line conversion in this clone."""
+    return (
+        f"{shlex.quote(path)} differs from HEAD only by git's end-of-line conversion in this clone (core.autocrlf, "
+        "core.eol or a text attribute), and jobstate compares its files byte for byte: put them back unconverted "
+        f"with: {UNCONVERT}; then run jobstate init, which commits .gitattributes lines that keep them "
+        "unconverted in every clone (docs/git-setups.md#line-endings-core-autocrlf-and-attributes)"
+    )

@@ -107,7 +107,7 @@ def is_private(path: str) -> bool:
 def record_path_problem(path: object, *, tracked: bool = False) -> str | None:
     """Why a path read from one of jobstate's own records (undo, pending, a result file) may not be used,
     or None. Such a path is normalised and relative, never ``..``, never inside ``.git`` or ``.jobstate``;
-    and under state/ or history/, or jobstate.yaml or the root .gitignore. With ``tracked`` (a
+    and under state/ or history/, or jobstate.yaml or the root .gitignore or .gitattributes. With ``tracked`` (a
     fast-forward, whose files come from a commit HEAD contains, not from the record), any other path
     Git tracks is allowed too.
     Symlinks on the way are the store's to check (store.private)."""
@@ -120,6 +120,10 @@ def record_path_problem(path: object, *, tracked: bool = False) -> str | None:
         return "is not a normalised path (no empty, '.' or '..' part)"
     if any(part.casefold() in (".git", PRIVATE) for part in parts):
         return f"is inside .git or {PRIVATE}"
-    if tracked or path in (CONFIG_FILE, ".gitignore") or (parts[0] in (STATE, HISTORY) and len(parts) > 1):
-        return None  # .gitignore: init writes it through the transaction, so its records name it
-    return f"is not under {STATE}/ or {HISTORY}/, nor {CONFIG_FILE} or .gitignore"
+    if (
+        tracked
+        or path in (CONFIG_FILE, ".gitignore", ".gitattributes")
+        or (parts[0] in (STATE, HISTORY) and len(parts) > 1)
+    ):
+        return None  # .gitignore, .gitattributes: init writes them through the transaction; its records name them
+    return f"is not under {STATE}/ or {HISTORY}/, nor {CONFIG_FILE}, .gitignore or .gitattributes"

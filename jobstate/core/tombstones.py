@@ -117,12 +117,21 @@ def vanished(ever: Collection[str], present: Collection[str], accounted: Collect
 
 
 def vanished_text(
-    episode_id: str, key: str | None, removed_by: str | None, *, last_seen: str | None = None, staged: bool = False
+    episode_id: str,
+    key: str | None,
+    removed_by: str | None,
+    *,
+    last_seen: str | None = None,
+    staged: bool = False,
+    in_ancestry: bool = False,
 ) -> str:
-    """Why an episode counts as vanished, naming the commit that removed it (or where it was last seen)."""
+    """Why an episode counts as vanished, naming the commit that removed it (or where it was last seen).
+    ``in_ancestry``: HEAD's history holds ``last_seen`` (a merge dropped it, no reset or rewrite did)."""
     owner = f" (key {key!r})" if key else ""
     if staged:
         how = "is committed in HEAD but deleted in the index or work tree"
+    elif removed_by is None and in_ancestry and last_seen:
+        how = f"was committed in {last_seen[:12]}, which HEAD's history holds, and a merge did not keep it"
     elif removed_by is None:
         where = f" (it is in commit {last_seen[:12]})" if last_seen else ""
         how = f"was committed on this branch but HEAD no longer contains it{where}: a reset or a rewritten history"

@@ -65,3 +65,10 @@ def config_value(cwd: Path, key: str, *, kind: str | None = None) -> str | None:
     if proc.returncode != 0:
         raise UsageError(f"git config {key} in {cwd} is invalid: {proc.stderr.decode('utf-8', 'replace').strip()}")
     return proc.stdout.decode("utf-8", "replace").strip()
+
+
+def converted_by_git(cwd: Path, path: str, data: bytes, blob: str) -> bool:
+    """Whether ``data`` (a work-tree file) is ``blob`` once git converts it as ``git add`` would
+    (core.autocrlf, core.eol, text, eol and ident attributes): a difference git does not see."""
+    proc = run_git(cwd, "hash-object", "--stdin", f"--path={path}", input=data, check=False)
+    return proc.returncode == 0 and proc.stdout.decode("ascii", "replace").strip() == blob

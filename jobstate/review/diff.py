@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
 from jobstate.core.episode_records import EpisodeRecords
+from jobstate.core.keys import key_problems
 from jobstate.core.layout import PRIVATE
 from jobstate.core.model import Violation, appended, tracked_private
 from jobstate.core.money import sum_by_currency
@@ -22,6 +23,7 @@ from jobstate.core.records import AttemptState
 from jobstate.core.rules_state import migrated_from, state_violations
 from jobstate.review.changes import range_violations
 from jobstate.review.decisions import signed_decisions
+from jobstate.review.merges import merge_findings
 from jobstate.review.revision import StateView, read_state
 from jobstate.review.spending import budget_use
 from jobstate.review.vanished import find_vanished, tombstones_at
@@ -233,6 +235,7 @@ ALARM_ORDER = [
     "private file tracked",
     "record refused",
     "episode deleted",
+    "ID handed out twice",
     "completed episode edited",
     "history without approval",
     "history disagrees",
@@ -240,6 +243,7 @@ ALARM_ORDER = [
     "artifact overwritten",
     "cost entry rewritten",
     "key moved",
+    "key not canonical",
     "episode rewritten",
     "decision rewritten",
     "decision signer mismatch",
@@ -284,6 +288,21 @@ def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
             result.alarms.insert(0, {"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})
 
 
+def _key_alarms(new: StateView, result: Diff) -> None:
+    """A new episode whose key no allocation writes today (not canonical, or read as another key of its period)."""
+    added = {str(a["episode_id"]) for a in result.allocated}
+    periods = {new.episodes[eid].period_id for eid in added if eid in new.episodes}
+    keys = {
+        eid: (view.period_id, view.allocation_key)
+        for eid, view in new.episodes.items()
+        if view.period_id in periods and view.allocation_key
+    }
+    for eid, message in key_problems(keys):
+        if eid in added:
+            result.alarms.append({"kind": "key not canonical", "episode": eid, "message": message})
+    add_alarms(result, [])  # sorts them in
+
+
 def _signers(path: Path, base: str, rev: str, result: Diff) -> None:
     """Who signed each new decision: the commit that introduced it (a merge's own decisions included),
     verified with the repository's trust; the signer rule is ``core.rules_decisions.signer_problem``,
@@ -315,6 +334,9 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
         new.episodes[str(s["episode_id"])].period_id for s in result.steps if s.get("episode_id") in new.episodes
     }
     result.budgets = budget_use(new, touched)
+    _key_alarms(new, result)
+    for eid, text in merge_findings(locate(path), old.commit, new.commit, work_tree=False):
+        result.alarms.append({"kind": "ID handed out twice", "episode": eid, "message": text})
     per_commit, notes = range_violations(path, base, rev)
     add_alarms(result, per_commit)
     add_alarms(result, tracked_private(Revision(locate(path), new.commit).tracked(PRIVATE)))

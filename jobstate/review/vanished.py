@@ -108,8 +108,15 @@ def find_vanished(
         # known before the walk: its removal, if any commit made it, is older than the walk
         by = None if staged else removed.get(eid) or (removing_commit(cwd, tips[0], eid) if first is None else None)
         seen = None if first is None else first.commit
-        out.append(Vanished(eid, by, vanished_text(eid, keys[eid] or None, by, last_seen=seen, staged=staged)))
+        # "no longer contains it" only when it is true: a merge that did not keep it leaves it in the history
+        kept = seen is not None and by is None and not staged and _is_ancestor(cwd, seen, tips[0])
+        text = vanished_text(eid, keys[eid] or None, by, last_seen=seen, staged=staged, in_ancestry=kept)
+        out.append(Vanished(eid, by, text))
     return out
+
+
+def _is_ancestor(cwd: Path, commit: str, tip: str) -> bool:
+    return git_read(cwd, "merge-base", "--is-ancestor", commit, tip, check=False).returncode == 0
 
 
 def catalog_knowledge(cwd: Path) -> tuple[str, dict[str, str | None]] | None:

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from jobstate.core.clock import time_text
 from jobstate.core.episode_records import EpisodeRecords, Problems, fill, legacy_fields
+from jobstate.core.keys import key_problems
 from jobstate.core.layout import (
     APPROVAL,
     ARTIFACTS,
@@ -52,6 +53,7 @@ from jobstate.hashing import Progress
 from jobstate.review.changes import change_violations
 from jobstate.review.decisions import signed_decisions
 from jobstate.review.escape import shell_command
+from jobstate.review.merges import merge_findings
 from jobstate.review.problem import Problem, problems_of
 from jobstate.review.spending import check_budgets, check_settlement
 from jobstate.review.vanished import (
@@ -103,7 +105,8 @@ class Report:
         failing = len(self.errors(strict)) + len(self.differences)
         extra = f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings and not strict else ""
         return (
-            f"verify: {self.episodes} episodes, {self.artifacts} artifacts ({_size(self.artifact_bytes)}), "
+            f"verify: {_count(self.episodes, 'episode')}, {_count(self.artifacts, 'artifact')} "
+            f"({_size(self.artifact_bytes)}), "
             f"{failing} problem{'s' if failing != 1 else ''}{extra}"
         )
 
@@ -132,6 +135,10 @@ def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
     except OSError as exc:
         problems.append(Problem(path, f"cannot read: {exc}", unreadable=True))
     return None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _size(n: int) -> str:
@@ -192,6 +199,8 @@ def collect(
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
     _check_uniqueness(facts, problems, retired_keys)
+    keys = {n: (f.period_id, f.allocation_key) for n, f in facts.items() if not f.legacy and f.allocation_key}
+    problems += [Problem(episode_dir(eid), text, "warning") for eid, text in key_problems(keys)]
     if config is not None:
         _check_period_kind(config.period, facts, problems)
     check_budgets(None if config is None else config.budget, facts, problems)
@@ -565,6 +574,9 @@ def verify(
     else:
         since = None
     _check_vanished(cwd, snap, report, since)
+    tip_commit = snap.commit if isinstance(snap, Revision) else "HEAD"
+    found = merge_findings(cwd, since[0] if since else None, tip_commit, work_tree=rev is None)
+    report.problems += [Problem(episode_dir(eid), text) for eid, text in found]
     return report
 
 

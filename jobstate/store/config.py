@@ -12,7 +12,7 @@ from jobstate.errors import StateInvalid
 if TYPE_CHECKING:
     from jobstate.core.budget import Budget
 
-KNOWN = ("period", "timezone", "lock_timeout", "remote", "remote_timeout", "budget")
+KNOWN = ("period", "timezone", "lock_timeout", "remote", "remote_timeout", "budget", "state_branch")
 
 
 class Config(NamedTuple):
@@ -24,6 +24,7 @@ class Config(NamedTuple):
     remote: str | None = None
     budget: Budget | None = None
     remote_timeout: float | None = None  # None: the lock timeout bounds each fetch and push
+    state_branch: str | None = None  # None (older repositories): allocation on any branch
 
     def to_json(self) -> str:
         """Compact form cached in the catalog."""
@@ -83,6 +84,11 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
             f"{source}: remote_timeout must be a number of seconds above 0 and at most 86400, e.g. 60 "
             f"(got {remote_timeout!r:.40})"
         )
+    state_branch = data.get("state_branch")
+    if state_branch is not None and (
+        not isinstance(state_branch, str) or not state_branch or state_branch.startswith(("-", "refs/"))
+    ):
+        raise StateInvalid(f"{source}: state_branch must be a branch name such as main (got {state_branch!r:.40})")
     budget = None if data.get("budget") is None else budget_from_yaml_dict(data["budget"], period, source)
     return Config(
         period=period,
@@ -91,6 +97,7 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
         remote=remote,
         budget=budget,
         remote_timeout=None if remote_timeout is None else float(remote_timeout),
+        state_branch=state_branch,
     )
 
 
@@ -117,3 +124,15 @@ lock_timeout: 30
 #   limits: {USD: "200.00"}
 #   warn_at: "80%"
 """
+
+
+def default_config_text(branch: str | None) -> str:
+    """What jobstate init writes: the defaults, and the branch that holds the state (allocate refuses
+    to hand out IDs on another branch, where a second series of the same IDs would start)."""
+    if branch is None:
+        return DEFAULT_CONFIG_TEXT
+    return (
+        DEFAULT_CONFIG_TEXT
+        + "# the branch whose history hands out episode IDs; allocate elsewhere needs --any-branch\n"
+        + f"state_branch: {json.dumps(branch)}\n"
+    )

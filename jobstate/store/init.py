@@ -11,14 +11,24 @@ from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import NotInitialized, UsageError
 from jobstate.git.repo import find_root, init_repository
 from jobstate.git.runner import run_git
-from jobstate.store.config import DEFAULT_CONFIG_TEXT
+from jobstate.store.config import default_config_text
 from jobstate.store.records import checked
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, locked, transact
 
+# jobstate compares its files with the blobs it committed, byte for byte: no end-of-line conversion
+# (core.autocrlf, core.eol, text/eol attributes), $Id$ expansion or re-encoding may touch them.
+# Committed, so that every clone checks them out unconverted; appended last, so these lines win.
+OWN_ATTRIBUTES = """\
+# jobstate: its files hold exactly the bytes it committed, whatever core.autocrlf or core.eol say
+/jobstate.yaml -text -ident -working-tree-encoding
+/state/** -text -ident -working-tree-encoding
+/history/** -text -ident -working-tree-encoding
+"""
+
 
 def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
-    """Create state/, history/, jobstate.yaml and the .gitignore entry, and commit them.
+    """Create state/, history/, jobstate.yaml, the .gitignore entry and the .gitattributes lines, and commit them.
 
     Returns the store and whether anything changed (a second run changes nothing). Nothing is
     written when git has no identity to commit with; whatever an interrupted init left
@@ -52,7 +62,13 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
     for folder in (STATE, HISTORY):
         if f"{folder}/.gitkeep" in files:
             _refuse_foreign_files(root, folder)
-    ensure(CONFIG_FILE, DEFAULT_CONFIG_TEXT)
+    ensure(CONFIG_FILE, default_config_text(_branch(store)))
+    attributes = root / ".gitattributes"
+    text = attributes.read_text(encoding="utf-8") if attributes.exists() else ""
+    if OWN_ATTRIBUTES not in text:
+        files[".gitattributes"] = (text + ("" if not text or text.endswith("\n") else "\n") + OWN_ATTRIBUTES).encode()
+    elif not store.git.in_head(".gitattributes"):
+        files[".gitattributes"] = text.encode()
     ignore = root / ".gitignore"
     text = ignore.read_text(encoding="utf-8") if ignore.exists() else ""
     if f"{PRIVATE}/" not in text.splitlines():
@@ -116,6 +132,12 @@ def _is_episode(folder: str, path: Path) -> bool:
             continue
         return True
     return False
+
+
+def _branch(store: Store) -> str | None:
+    """The branch HEAD names (None when detached)."""
+    ref = store.git.head_ref()
+    return ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else None
 
 
 def _require_identity(cwd: Path) -> None:

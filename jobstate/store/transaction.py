@@ -46,6 +46,7 @@ from jobstate.errors import (
 )
 from jobstate.git.head import blob_at, carry_tracked, index_key
 from jobstate.git.index import IndexLock
+from jobstate.git.repoconfig import converted_by_git
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
 from jobstate.store.private import checked_path, read_private, refuse_tracked
@@ -475,6 +476,8 @@ def _refuse_uncommitted_settings(store: Store) -> None:
     head = (blob_at(store.git, commit, CONFIG_FILE) if commit else None) or ""
     data = store.config_bytes()
     if (store.git.blob_sha(data) if data or head else "") != head:
+        if data and head and converted_by_git(store.root, CONFIG_FILE, data, head):
+            raise DirtyState(f"{advice.converted(CONFIG_FILE)}; nothing was written")
         raise DirtyState(
             f"{CONFIG_FILE} differs from HEAD and decisions read it: {advice.commit_or_restore(CONFIG_FILE)}; "
             "nothing was written"

@@ -1,0 +1,126 @@
+"""IDs handed out on two branches: refused off the state's branch, found at the merge (issue 30, 2)."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from jobstate.store.yamlio import loads
+
+from .conftest import git, run_cli
+
+ROOT = Path(__file__).parent.parent
+
+
+def _worktree(repo: Path, tmp_path: Path) -> Path:
+    side = tmp_path / "side"
+    git(repo, "worktree", "add", "-q", str(side), "-b", "side")
+    return side
+
+
+def _merge_keeping_theirs(repo: Path) -> None:
+    """Merge side; the add/add conflict on the shared ID is resolved as people do, by taking one side."""
+    proc = subprocess.run(
+        ["git", "merge", "-q", "side", "-m", "merge side"], cwd=repo, capture_output=True, check=False
+    )
+    assert proc.returncode == 1, proc.stdout  # the conflict on state/<id>/episode.yaml
+    git(repo, "checkout", "--theirs", "state")
+    git(repo, "add", "-A", "state")
+
+
+def test_init_records_the_state_branch_and_allocate_refuses_elsewhere(repo: Path, tmp_path: Path) -> None:
+    config = loads((repo / "jobstate.yaml").read_bytes(), "jobstate.yaml")
+    assert config["state_branch"] == "main"
+    side = _worktree(repo, tmp_path)
+    proc = run_cli("allocate", "--key", "b", "--week", "2026-W33", cwd=side)
+    assert proc.returncode == 4, proc.stderr
+    assert "state's branch" in proc.stderr
+    assert "--any-branch" in proc.stderr
+    assert not (side / "state" / "2026-W33-0").exists()
+    forced = run_cli("allocate", "--key", "b", "--week", "2026-W33", "--any-branch", cwd=side)
+    assert forced.returncode == 0, forced.stderr
+    # a retry writes nothing, so it is answered on any branch
+    assert run_cli("allocate", "--key", "b", "--week", "2026-W33", cwd=side).stdout.strip() == "2026-W33-0"
+
+
+def test_a_repository_without_state_branch_allocates_on_any_branch(repo: Path, tmp_path: Path) -> None:
+    text = (repo / "jobstate.yaml").read_text()
+    (repo / "jobstate.yaml").write_text(text.split("# the branch whose")[0])
+    git(repo, "commit", "-qam", "as an older jobstate wrote it")
+    side = _worktree(repo, tmp_path)
+    assert run_cli("allocate", "--key", "b", "--week", "2026-W33", cwd=side).returncode == 0
+
+
+def test_one_id_on_two_branches_is_found_at_the_merge_and_the_advice_retires_nothing(
+    repo: Path, tmp_path: Path
+) -> None:
+    base = git(repo, "rev-parse", "HEAD").strip()
+    side = _worktree(repo, tmp_path)
+    assert run_cli("allocate", "--key", "b", "--week", "2026-W33", "--any-branch", cwd=side).stdout == "2026-W33-0\n"
+    assert run_cli("allocate", "--key", "a", "--week", "2026-W33", cwd=repo).stdout == "2026-W33-0\n"
+    _merge_keeping_theirs(repo)
+    # the pre-commit hook's check, while the merge is being committed
+    staged = run_cli("verify", "--uncommitted-ok", cwd=repo)
+    assert staged.returncode == 1, staged.stdout
+    assert "ID handed out on two branches: 2026-W33-0 has keys 'a' and 'b'" in staged.stdout
+    git(repo, "commit", "-qm", "merge side")
+    after = run_cli("verify", cwd=repo)
+    assert after.returncode == 1, after.stdout
+    assert "merge " in after.stdout
+    diff = run_cli("diff", "--strict", base, cwd=repo)
+    assert diff.returncode == 1
+    assert "ID handed out twice" in diff.stdout
+    # key a lost its ID to key b's episode: retiring the ID would retire b's live episode
+    again = run_cli("allocate", "--key", "a", "--week", "2026-W33", cwd=repo)
+    assert again.returncode == 4
+    assert "jobstate retire" not in again.stderr
+    assert "no longer contains" not in again.stderr
+    assert "do not retire 2026-W33-0" in again.stderr
+
+
+def test_one_key_with_two_ids_across_a_merge_is_flagged(repo: Path, tmp_path: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD").strip()
+    side = _worktree(repo, tmp_path)
+    run_cli("allocate", "--key", "k", "--week", "2026-W33", "--any-branch", cwd=side)
+    run_cli("allocate", "--key", "other", "--week", "2026-W34", cwd=repo)
+    run_cli("allocate", "--key", "k", "--week", "2026-W34", cwd=repo)
+    git(repo, "merge", "-q", "side", "-m", "merge side")  # no conflict: the IDs differ
+    diff = run_cli("diff", "--strict", base, cwd=repo)
+    assert diff.returncode == 1
+    assert "key 'k' was given 2 IDs" in diff.stdout
+
+
+def test_the_pre_commit_hook_runs_on_a_merge_commit(repo: Path, tmp_path: Path) -> None:
+    hooks = loads((ROOT / ".pre-commit-hooks.yaml").read_bytes(), ".pre-commit-hooks.yaml")
+    hook = next(h for h in hooks if h["id"] == "jobstate-verify")
+    assert "pre-merge-commit" in hook["stages"]
+    argv = shlex.split(hook["entry"])
+    script = repo / ".git" / "hooks" / "pre-merge-commit"
+    script.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m jobstate {shlex.join(argv[1:])}\n")
+    script.chmod(0o755)
+    side = _worktree(repo, tmp_path)
+    run_cli("allocate", "--key", "k", "--week", "2026-W33", "--any-branch", cwd=side)
+    run_cli("allocate", "--key", "k", "--week", "2026-W34", cwd=repo)
+    head = git(repo, "rev-parse", "HEAD")
+    proc = subprocess.run(
+        ["git", "merge", "side", "-m", "merge side"], cwd=repo, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode != 0, proc.stdout
+    assert "key 'k' was given 2 IDs" in proc.stdout + proc.stderr
+    assert git(repo, "rev-parse", "HEAD") == head  # the merge was not committed
+
+
+def test_an_episode_a_merge_dropped_is_not_called_a_reset(repo: Path, tmp_path: Path) -> None:
+    side = _worktree(repo, tmp_path)
+    run_cli("allocate", "--key", "x", "--week", "2026-W33", "--any-branch", cwd=side)
+    git(repo, "merge", "-q", "--no-commit", "--no-ff", "side")
+    git(repo, "rm", "-rq", "--cached", "state/2026-W33-0")
+    shutil.rmtree(repo / "state" / "2026-W33-0")
+    git(repo, "commit", "-qm", "a merge that dropped it")
+    proc = run_cli("allocate", "--key", "x", "--week", "2026-W33", cwd=repo)
+    assert proc.returncode == 4
+    assert "no longer contains" not in proc.stderr
+    assert "a merge did not keep it" in proc.stderr or "removed by commit" in proc.stderr
