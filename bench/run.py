@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from before_after import bench_before_after  # noqa: E402
+from probe import bench_probe  # noqa: E402
 from processes import bench_processes  # noqa: E402
 from repos import (  # noqa: E402
     GIT_ENV,
@@ -370,6 +371,14 @@ def bench_review_cost() -> None:
         target(f"{label} at 10,000 episodes, after/before", ratio, 1.5, at_most=True)
 
 
+def bench_probe_cost() -> None:
+    """A paid step in a repository that declares a probe, beside one that does not (issue 32)."""
+    print("== probe: a paid step that never needs its probe (best of 3 interleaved rounds) ==")
+    ratio, ran = bench_probe()
+    print(f"  the probe was started: {'yes' if ran else 'never'}")
+    target("paid step with a declared probe / without", ratio, 1.10, at_most=True)
+
+
 SECTIONS: dict[str, Callable[[], None]] = {
     "processes": lambda: bench_processes(target),
     "allocate": bench_allocate,
@@ -377,6 +386,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "review": bench_review_cost,
     "remote": bench_remote,
     "size": bench_size,
+    "probe": bench_probe_cost,
     "verify": bench_verify,
     "scaling": bench_scaling,
 }

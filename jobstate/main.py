@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from jobstate.core.clock import utc_now
 from jobstate.core.inputs import check_environment, number, one_line
@@ -84,6 +84,33 @@ _POSITIONAL = frozenset(("episode_id", "episode", "base", "rev"))
 _seconds = _number("seconds", 0, 86400, whole=False)
 _threads = _number("threads", 1, 1024, whole=True)
 _chars = _number("characters", 2000, 100_000_000, whole=True)  # 2000: room for the cut marker
+_probe_limit = _number("seconds", 0, 3600, whole=False)
+
+
+def _probe_seconds(text: str) -> float:
+    value = _probe_limit(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0 and at most 3600")
+    return value
+
+
+def _probe_options(p: argparse.ArgumentParser, *, group: Any = None) -> None:
+    """--probe and --probe-timeout; in ``group`` (resolve's one-of), --probe may come without a command."""
+    text = (
+        "a read-only lookup at the vendor, one command line run without a shell, that answers whether the "
+        "unknown attempt's task exists (docs/paid-steps.md#probes); default: the step's probe in jobstate.yaml"
+    )
+    if group is None:
+        p.add_argument("--probe", metavar="PROBE_CMD", help=text)
+    else:
+        group.add_argument("--probe", metavar="PROBE_CMD", nargs="?", const="", help=text)
+    p.add_argument(
+        "--probe-timeout",
+        type=_probe_seconds,
+        metavar="SECONDS",
+        help="end the probe after this many seconds, above 0 and at most 3600 (default: probe_timeout in "
+        "jobstate.yaml, else 60); a probe that has not answered leaves the step unknown",
+    )
 
 
 def _add_common(parser: argparse.ArgumentParser, default: object) -> None:
@@ -135,8 +162,12 @@ DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
     "key": ("key", ("repo", "scheduled", "podinfo", "now", "as_json")),
     "show": ("show", ("options", "episode_id", "as_json", "records")),
     "list": ("list_episodes", ("options", "period", "as_json")),
-    "run": ("run", ("options", "episode", "step", "command", "max_cost", "request")),
-    "resolve": ("resolve", ("options", "episode", "step", "accepted", "supersede", "by", "reason", "replaces")),
+    "run": ("run", ("options", "episode", "step", "command", "max_cost", "request", "probe", "probe_timeout")),
+    "resolve": (
+        "resolve",
+        ("options", "episode", "step", "accepted", "supersede", "by", "reason", "replaces", "probe", "probe_timeout"),
+    ),
+    "probe": ("probe", ("options", "episode", "step", "probe", "probe_timeout", "as_json")),
     "approve": ("approve", ("options", "episode", "by", "reject", "reason")),
     "complete": ("complete", ("options", "episode", "as_json")),
     "retire": ("retire", ("options", "episode", "by", "reason", "as_json")),
@@ -356,6 +387,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         metavar="FILE",
         help="the request CMD sends; its bytes and CMD's argv make the fingerprint a rerun must match",
     )
+    _probe_options(p)
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS... (run without a shell)")
 
     p = command("resolve", "settle a submission whose acceptance is unknown, or supersede an attempt")
@@ -376,8 +408,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         help="with --accepted NEW_REF: the vendor now reports the accepted task OLD_REF as NEW_REF; its attempt "
         "is superseded and NEW_REF resumed with the same idempotency key",
     )
-    p.add_argument("--by", required=True, help="who decided (recorded)")
-    p.add_argument("--reason", required=True, help="why (recorded)")
+    _probe_options(p, group=how)
+    p.add_argument("--by", help="who decided (recorded; required but with --probe)")
+    p.add_argument("--reason", help="why (recorded; required but with --probe)")
+
+    p = command(
+        "probe",
+        "settle every unknown step by asking the vendor through the step's probe (read-only at the vendor); "
+        "exit 6 while one stays unknown",
+    )
+    p.add_argument("--episode", help="only this episode (default: every episode)")
+    p.add_argument("--step", help="only this step")
+    _probe_options(p)
+    json_flag(p)
 
     p = command("approve", "approve (or --reject) an episode's output")
     p.add_argument("--episode", required=True, help="the episode to approve")

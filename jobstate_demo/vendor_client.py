@@ -122,6 +122,12 @@ def wait(url: str, task_id: str, timeout: float = 30.0) -> dict[str, object]:
         pause = min(pause * 2, 0.25)
 
 
+def lookup(url: str, idempotency_key: str, timeout: float = 10.0) -> dict[str, object]:
+    """GET /tasks?idempotency_key=K (read-only): {"tasks": [...], "indexed_until": time}."""
+    query = urllib.parse.urlencode({"idempotency_key": idempotency_key})
+    return _get(f"{url.rstrip('/')}/tasks?{query}", "lookup", timeout)
+
+
 def ledger(url: str) -> dict[str, object]:
     """GET /ledger: {"charges": [...], "totals": {currency: amount}}."""
     return _get(url.rstrip("/") + "/ledger", "ledger", 10.0)

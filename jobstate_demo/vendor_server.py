@@ -13,13 +13,17 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Self, cast
+from urllib.parse import parse_qs
 
-FAULT_MODES = ("fail_before_accept", "drop_after_accept", "slow")
+FAULT_MODES = ("fail_before_accept", "drop_after_accept", "slow", "lagging_index")
+# lagging_index is no one-shot fault: until DELETE /faults, the lookup (GET /tasks?idempotency_key=K)
+# sees only tasks accepted more than ``delay`` seconds ago (default an hour), as a search index that lags
+DEFAULT_INDEX_LAG = 3600.0
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -59,6 +63,7 @@ class _Task:
     currency: str
     accepted_at: float  # time.monotonic()
     output: str
+    accepted_wall: datetime
 
 
 @dataclass
@@ -132,6 +137,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self._path()
+        if path == "/tasks":
+            query = parse_qs(self.path.partition("?")[2])
+            keys = query.get("idempotency_key") or []
+            if len(keys) != 1 or not keys[0]:
+                self._error(400, "give exactly one idempotency_key")
+                return
+            self._send_json(200, self.sim.lookup(keys[0]))
+            return
         if path == "/ledger":
             self._send_json(200, self.sim.ledger_snapshot())
             return
@@ -203,8 +216,12 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             self._error(400, "count must be a positive integer")
             return
-        if not isinstance(delay, (int, float)) or isinstance(delay, bool) or delay < 0:
+        if not isinstance(delay, (int, float)) or isinstance(delay, bool) or not 0 <= delay < 10**9:
             self._error(400, "delay must be a non-negative number of seconds")
+            return
+        if mode == "lagging_index":
+            self.sim.lag_index(float(delay) or DEFAULT_INDEX_LAG)
+            self._send_json(200, {"fault": {"mode": mode, "delay": float(delay) or DEFAULT_INDEX_LAG}})
             return
         self.sim.arm_fault(str(mode), count, float(delay))
         self._send_json(200, {"fault": {"mode": mode, "count": count, "delay": delay}})
@@ -225,6 +242,7 @@ class VendorSimulator:
         self._by_key: dict[str, str] = {}
         self._ledger: list[dict[str, str]] = []
         self._fault: _Fault | None = None
+        self._index_lag = 0.0
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -279,15 +297,34 @@ class VendorSimulator:
         """Apply ``mode`` to the next ``count`` POST /tasks requests (replaces any armed fault)."""
         if mode not in FAULT_MODES:
             raise ValueError(f"mode must be one of {', '.join(FAULT_MODES)}, not {mode!r}")
+        if mode == "lagging_index":
+            self.lag_index(delay or DEFAULT_INDEX_LAG)
+            return
         if count < 1 or delay < 0:
             raise ValueError("count must be >= 1 and delay >= 0")
         with self._lock:
             self._fault = _Fault(mode, count, delay)
 
     def clear_faults(self) -> None:
-        """Disarm any fault."""
+        """Disarm any fault, the index's lag included."""
         with self._lock:
             self._fault = None
+            self._index_lag = 0.0
+
+    def lag_index(self, seconds: float) -> None:
+        """From now on, the lookup sees only tasks accepted more than ``seconds`` ago."""
+        with self._lock:
+            self._index_lag = seconds
+
+    def lookup(self, key: str) -> dict[str, object]:
+        """GET /tasks?idempotency_key=K: the tasks sent with ``key`` that the index covers, and up to when
+        it covers them. Read-only: it never creates or charges a task."""
+        with self._lock:
+            horizon = datetime.now(UTC) - timedelta(seconds=self._index_lag)
+            task_id = self._by_key.get(key)
+            task = None if task_id is None else self._tasks[task_id]
+            seen = [self._view(task)] if task is not None and task.accepted_wall <= horizon else []
+        return {"tasks": seen, "indexed_until": horizon.isoformat(timespec="seconds").replace("+00:00", "Z")}
 
     # ---- used by the handler
 
@@ -318,6 +355,7 @@ class VendorSimulator:
                 currency=self.currency,
                 accepted_at=time.monotonic(),
                 output=f"{kind} for episode {episode} by {task_id}",
+                accepted_wall=datetime.now(UTC),
             )
             self._tasks[task_id] = task
             self._by_key[key] = task_id

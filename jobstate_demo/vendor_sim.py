@@ -8,9 +8,19 @@ Run it as a process::
 
     python -m jobstate_demo.vendor_sim serve [--price 12.40] [--currency USD] [--port-file PATH]
     python -m jobstate_demo.vendor_sim step --url URL --kind KIND [--artifact NAME] [--price P]
+    python -m jobstate_demo.vendor_sim probe --url URL
 
 ``step`` is the paid-step command of ``jobstate run``: it reads ``JOBSTATE_*`` variables, submits
 (or resumes, when ``JOBSTATE_REMOTE_REF`` is set), waits, writes the artifact and one JSON result.
+``probe`` is the step's probe (``jobstate run --probe``): it looks the attempt's
+``JOBSTATE_IDEMPOTENCY_KEY`` up (``GET /tasks?idempotency_key=K``, read-only) and writes one answer
+to ``JOBSTATE_PROBE_RESULT``: found with the task, not found up to the index's time, or null.
+
+Faults (``POST /faults {"mode": M, "count": N, "delay": S}``, ``DELETE /faults`` clears them):
+``fail_before_accept`` refuses the next N submissions (503, nothing charged); ``drop_after_accept``
+accepts and charges them but closes the connection before answering; ``slow`` answers after S
+seconds; ``lagging_index`` makes the lookup see only tasks accepted more than S seconds ago (default
+3600) until cleared.
 Exit codes of ``step``: 0 done, 2 bad input (nothing submitted), 3 the vendor refused or failed
 (nothing charged when refused at submission), 75 acceptance or completion unknown (rerun to resume).
 """
@@ -35,6 +45,7 @@ from jobstate_demo.vendor_client import (
     _one_line,
     arm_fault_remote,
     ledger,
+    lookup,
     status,
     submit,
     wait,
@@ -47,6 +58,7 @@ __all__ = [
     "VendorSimulator",
     "arm_fault_remote",
     "ledger",
+    "lookup",
     "main",
     "status",
     "submit",
@@ -168,6 +180,28 @@ def _step(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _probe(args: argparse.Namespace) -> int:
+    answer_path = Path(_env("JOBSTATE_PROBE_RESULT"))
+    key = _env("JOBSTATE_IDEMPOTENCY_KEY")
+    try:
+        found = lookup(args.url, key)
+    except VendorError as err:
+        answer: dict[str, object] = {"found": None, "why": f"lookup failed: {err}"[:200]}
+    else:
+        tasks = found.get("tasks")
+        if isinstance(tasks, list) and tasks and isinstance(tasks[0], dict):
+            task = tasks[0]
+            answer = {
+                "found": True,
+                "remote_ref": task.get("task_id"),
+                "cost": {"amount": task.get("amount"), "currency": task.get("currency")},
+            }
+        else:
+            answer = {"found": False, "searched_until": found.get("indexed_until")}
+    _write_atomic(answer_path, json.dumps(answer) + "\n")
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _Parser(
         prog="python -m jobstate_demo.vendor_sim", description=__doc__.splitlines()[0] if __doc__ else None
@@ -183,10 +217,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     step.add_argument("--kind", required=True, help="what the task makes, e.g. generate (also the artifact's name)")
     step.add_argument("--artifact", help="file name to write in $JOBSTATE_OUTPUT_DIR (default KIND.txt)")
     step.add_argument("--price", help="this task's price, a decimal string (default: the server's)")
+    probe = sub.add_parser("probe", help="the step's probe for jobstate run --probe (read-only lookup by key)")
+    probe.add_argument("--url", required=True, help="the simulator's URL, e.g. http://127.0.0.1:8765")
     try:
         args = parser.parse_args(argv)
         if args.command == "serve":
             return _serve(args)
+        if args.command == "probe":
+            return _probe(args)
         return _step(args)
     except _Exit as err:
         print(_one_line(err), file=sys.stderr)

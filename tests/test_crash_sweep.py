@@ -59,6 +59,21 @@ sys.exit(main(["step", "--url", os.environ["SWEEP_VENDOR_URL"], "--kind", "gener
 """
 
 
+_PROBE = """\
+import os, sys
+from jobstate_demo.vendor_sim import main
+sys.exit(main(["probe", "--url", os.environ["SWEEP_VENDOR_URL"]]))
+"""
+
+
+def probe_line(top: Path) -> str:
+    """The probe of every swept probe settlement: the demo vendor's lookup by idempotency key (read-only)."""
+    script = top / "probe.py"
+    if not script.exists():
+        script.write_text(_PROBE, encoding="utf-8")
+    return f"{sys.executable} {script}"
+
+
 def paid_cmd(top: Path) -> list[str]:
     """The CMD of every swept ``jobstate run``: the vendor simulator's step, with a result, a cost and an artifact."""
     script = top / "paid_step.py"
@@ -175,11 +190,12 @@ def _open_key(repo: Path) -> str:
         return str(submissions(store, EID)[STEP][-1].idempotency_key)
 
 
-def operator_run(w: World) -> None:
-    """``jobstate run`` again until it is done; an unknown step resolved from the vendor's own record of its key."""
+def operator_run(w: World, args: list[str] | None = None) -> None:
+    """``jobstate run`` (or ``args``) again until it is done; an unknown step resolved from the vendor's own record
+    of its key."""
     err = ""
     for _ in range(6):
-        proc = w.jobstate(*_run_args(w), ok=(0, 3, 6, 10))
+        proc = w.jobstate(*(args or _run_args(w)), ok=(0, 3, 6, 10))
         if proc.returncode == 0:
             return
         err = proc.stderr
@@ -224,6 +240,15 @@ SCENARIOS = [
         lambda w: ["resolve", "--episode", EID, "--step", STEP, "--supersede", "--by", "ops", "--reason", "new prompt"],
         operator_run,
         2,
+    ),
+    # a probe settlement: the vendor's lookup finds the task the dropped answer hid
+    Scenario("probe", _unknown, lambda w: ["probe", "--probe", probe_line(w.top)], operator_run, 1),
+    Scenario(
+        "run-probe",
+        _unknown,
+        lambda w: ["run", "--episode", EID, "--step", STEP, "--probe", probe_line(w.top), "--", *paid_cmd(w.top)],
+        operator_run,
+        1,
     ),
     Scenario("approve", _generated, lambda w: ["approve", "--episode", EID, "--by", "editor"], _nothing, 1),
     Scenario("complete", _approved, lambda w: ["complete", "--episode", EID], _nothing, 1),
@@ -293,8 +318,8 @@ def _kill_point(template: World, s: Scenario, root: Path, k: int) -> Outcome:
             elif not k:
                 assert outcome.code == 0, outcome.stderr
             # the operator runs the same command again, then goes on
-            if s.name == "run":
-                operator_run(w)
+            if s.name in ("run", "run-probe"):
+                operator_run(w, args)  # the scheduler's retry: the same command line
             else:
                 again = w.jobstate(*args, ok=(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 70))
                 landed = s.name == "supersede" and again.returncode == 2 and "no attempt to supersede" in again.stderr

@@ -17,9 +17,21 @@ def run(
     command: Sequence[str],
     max_cost: str | None,
     request: str | None,
+    probe: str | None = None,
+    probe_timeout: float | None = None,
 ) -> int:
     """Run CMD as a paid step (see jobstate.paid.run_protocol)."""
     argv = list(command[1:]) if command[:1] == ["--"] else list(command)
     with options.open() as store:
-        run_step_command(store, episode, step, argv, max_cost=max_cost, request_file=request, notify=note)
+        run_step_command(
+            store,
+            episode,
+            step,
+            argv,
+            max_cost=max_cost,
+            request_file=request,
+            probe=probe,
+            probe_timeout=probe_timeout,
+            notify=note,
+        )
     return 0

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from jobstate.core.money import validate_charge_amount, validate_currency
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
+from jobstate.core.probe import evidence_problem
 from jobstate.core.records import AttemptState, mapping_of, one_of, report_or_raise
 from jobstate.errors import StateInvalid, UsageError
 
@@ -103,6 +104,9 @@ def attempt_from_yaml_dict(data: Any, source: str, step: str) -> Attempt:
         raise StateInvalid(f"{where}: superseded without the operator's decision (resolution: decision: superseded)")
     if mappings["resolution"] is not None:
         _check_resolution(mappings["resolution"], where)
+        problem = evidence_problem(mappings["resolution"], texts["remote_ref"], data.get("started_at"))
+        if problem is not None:
+            raise StateInvalid(f"{where}: resolution: {problem}")
     return Attempt(
         step=step,
         number=number,

@@ -14,6 +14,7 @@ from typing import NamedTuple, Protocol
 from jobstate.core.approvals import Decision
 from jobstate.core.attempts import Steps
 from jobstate.core.model import appended
+from jobstate.core.probe import PROBE_BY
 
 
 class Decided(NamedTuple):
@@ -47,6 +48,10 @@ def decisions_made(old: Decisions | None, new: Decisions) -> list[Decided]:
             resolution = attempt.resolution
             earlier = before.get(attempt.number)
             if resolution is None or (earlier is not None and earlier.resolution == resolution):
+                continue
+            if resolution.get("by") == PROBE_BY:
+                # jobstate's own record of the vendor's answer (the strict reader checks its evidence):
+                # no person decided it, so no person signs it; --require-signed still checks the commit
                 continue
             by = resolution.get("by")
             out.append(

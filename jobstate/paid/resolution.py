@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import suppress
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
@@ -120,6 +120,7 @@ def resolve(
     reason: str,
     supersede: bool = False,
     replaces: str | None = None,
+    evidence: Mapping[str, Any] | None = None,
     notify: Callable[[str], None] = lambda _line: None,
 ) -> str:
     """Record an operator's decision on an unknown submission (or, with ``supersede``, open a new attempt
@@ -127,6 +128,7 @@ def resolve(
     ``replaces`` as ``accepted``); returns what happens next.
 
     AlreadyRecorded (exit 0) when the same decision was recorded already (a re-run after a kill).
+    ``evidence`` is a probe's (jobstate.paid.probe): kept in the decision as ``probe:``.
     """
     validate_step(step)
     if not by.strip() or not reason.strip():
@@ -158,7 +160,14 @@ def resolve(
         if ref is None:
             _refuse_contradicted(store, episode_id, step, last.number)
         now = format_time(store.now())
-        decision = {"decision": "accepted" if ref else "not-submitted", "by": by, "at": now, "reason": reason}
+        decision: dict[str, Any] = {
+            "decision": "accepted" if ref else "not-submitted",
+            "by": by,
+            "at": now,
+            "reason": reason,
+        }
+        if evidence is not None:
+            decision["probe"] = dict(evidence)
         if ref:
             attempts[-1] = moved(
                 episode_id, last, AttemptState.ACCEPTED, remote_ref=ref, accepted_at=now, resolution=decision

@@ -33,8 +33,10 @@ from jobstate.core.records import AttemptState
 from jobstate.core.result import COST_FIELDS, REPORT_FIELDS, check_report
 from jobstate.core.rules_attempts import resolve_command
 from jobstate.errors import ChargeConflict, CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
+from jobstate.paid.probe import probe_for, settle
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import PaidStep, paid_step
+from jobstate.store.config import probe_argv
 from jobstate.store.private import read_private, set_aside
 from jobstate.store.records import artifacts
 from jobstate.store.store import Store
@@ -87,6 +89,8 @@ def run_step_command(
     *,
     max_cost: str | None = None,
     request_file: str | None = None,
+    probe: str | None = None,
+    probe_timeout: float | None = None,
     notify: Callable[[str], None] = lambda _line: None,
 ) -> None:
     """Run ``command`` as the body of paid step ``step_name`` and record what it reports.
@@ -94,9 +98,13 @@ def run_step_command(
     The request's fingerprint is the command's argv plus the bytes of ``request_file``.
     Raises CommandFailed (with the command's exit code) when it fails, after
     recording whatever it reported; ``notify`` receives progress lines and warnings.
+    An earlier attempt left unknown is first settled from its result file, then by the step's
+    probe (``probe`` or jobstate.yaml's), and only then refused (SubmissionUnknown, exit 6).
     """
     if not command:
         raise UsageError("jobstate run needs a command after --, e.g. jobstate run --episode E --step S -- ./generate")
+    if probe is not None and probe_argv(probe) == list(command):
+        raise UsageError("--probe must be a read-only lookup at the vendor, never the step's command itself")
     fingerprint = request_fingerprint(
         [arg.encode("utf-8", "surrogateescape") for arg in command] + _request(request_file)
     )
@@ -110,8 +118,10 @@ def run_step_command(
             entered = True
             _run(step, command, notify)
     except SubmissionUnknown as exc:
-        if entered or not _accept_early_report(store, episode_id, step_name, exc, notify):
+        if entered:
             raise
+        if not _accept_early_report(store, episode_id, step_name, exc, notify):
+            _settle_by_probe(store, episode_id, step_name, exc, command=probe, timeout=probe_timeout, notify=notify)
         with step_of() as step:
             _run(step, command, notify)
     _refuse_unreported_changes(store, episode_id, step_name)
@@ -161,6 +171,29 @@ def _accept_early_report(
         return False  # settled meanwhile, or not a valid reference: the original refusal stands
     notify(f"step {step_name} attempt {unknown.attempt}: {reason}; recorded as accepted, resuming it")
     return True
+
+
+def _settle_by_probe(
+    store: Store,
+    episode_id: str,
+    step_name: str,
+    unknown: SubmissionUnknown,
+    *,
+    command: str | None,
+    timeout: float | None,
+    notify: Callable[[str], None],
+) -> None:
+    """Ask the step's probe about the unknown attempt; return when it settled it (the caller enters the
+    step again, which resumes the task or starts the next attempt), else refuse with its reason."""
+    probe = probe_for(store, step_name, command, timeout)
+    if probe is None:
+        raise unknown
+    outcome = settle(store, probe, episode_id, step_name, notify=notify)
+    if outcome is None:
+        return  # settled or started meanwhile: entering again says which
+    if not outcome.settled:
+        raise SubmissionUnknown(f"{unknown}; the probe could not settle it: {outcome.verdict.why}", unknown.attempt)
+    notify(outcome.message)
 
 
 def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) -> None:

@@ -8,6 +8,8 @@ between episodes, a submission rewritten) are collected as alarms, shown first.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +21,7 @@ from jobstate.core.keys import key_problems
 from jobstate.core.layout import PRIVATE
 from jobstate.core.model import Violation, appended, tracked_private
 from jobstate.core.money import sum_by_currency
+from jobstate.core.probe import PROBE_BY
 from jobstate.core.records import AttemptState
 from jobstate.core.rules_state import migrated_from, state_violations
 from jobstate.review.changes import range_violations
@@ -116,7 +119,7 @@ def _attempt_events(old: Attempt | None, new: Attempt) -> list[str]:
         events.append(f"submitted (idempotency key {new.idempotency_key})")
     resolution = new.resolution
     if resolution is not None and (old is None or not old.resolution):
-        events.append(f"resolved as {resolution.get('decision')} by {resolution.get('by')}: {resolution.get('reason')}")
+        events.append(_resolution_event(resolution))
     if state in (AttemptState.ACCEPTED, AttemptState.COMPLETED) and before in (None, AttemptState.INTENT):
         events.append(f"accepted as {new.remote_ref}")
     if state == AttemptState.COMPLETED and before != AttemptState.COMPLETED:
@@ -126,6 +129,16 @@ def _attempt_events(old: Attempt | None, new: Attempt) -> list[str]:
     if state == AttemptState.INTENT:
         events.append("UNKNOWN: acceptance not recorded (needs jobstate resolve)")
     return events
+
+
+def _resolution_event(resolution: Mapping[str, Any]) -> str:
+    probe = resolution.get("probe")
+    if resolution.get("by") == PROBE_BY and isinstance(probe, dict):
+        # the evidence itself, so a reviewer sees what the vendor answered, not only jobstate's summary
+        answer = json.dumps(probe.get("answer"), sort_keys=True, ensure_ascii=False)
+        decision, command = resolution.get("decision"), probe.get("command")
+        return f"settled by probe as {decision}: the vendor answered {answer} (probe {command})"
+    return f"resolved as {resolution.get('decision')} by {resolution.get('by')}: {resolution.get('reason')}"
 
 
 def _steps(eid: str, old: EpisodeRecords | None, new: EpisodeRecords, diff: Diff) -> None:

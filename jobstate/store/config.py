@@ -12,7 +12,9 @@ from jobstate.errors import StateInvalid
 if TYPE_CHECKING:
     from jobstate.core.budget import Budget
 
-KNOWN = ("period", "timezone", "lock_timeout", "remote", "remote_timeout", "budget", "state_branch")
+KNOWN = ("period", "timezone", "lock_timeout", "remote", "remote_timeout", "budget", "state_branch", "steps")
+STEP_SETTINGS = ("probe", "probe_timeout")
+DEFAULT_PROBE_TIMEOUT = 60.0
 
 
 class Config(NamedTuple):
@@ -25,6 +27,15 @@ class Config(NamedTuple):
     budget: Budget | None = None
     remote_timeout: float | None = None  # None: the lock timeout bounds each fetch and push
     state_branch: str | None = None  # None (older repositories): allocation on any branch
+    # per paid step: {"probe": [argv...], "probe_timeout": seconds}; see jobstate.paid.probe
+    steps: dict[str, dict[str, Any]] | None = None
+
+    def probe_of(self, step: str) -> tuple[list[str], float] | None:
+        """The probe command (argv) declared for ``step`` and its deadline, or None."""
+        settings = (self.steps or {}).get(step) or {}
+        if not settings.get("probe"):
+            return None
+        return list(settings["probe"]), float(settings.get("probe_timeout", DEFAULT_PROBE_TIMEOUT))
 
     def to_json(self) -> str:
         """Compact form cached in the catalog."""
@@ -90,6 +101,7 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
     ):
         raise StateInvalid(f"{source}: state_branch must be a branch name such as main (got {state_branch!r:.40})")
     budget = None if data.get("budget") is None else budget_from_yaml_dict(data["budget"], period, source)
+    steps = None if data.get("steps") is None else _steps(data["steps"], source)
     return Config(
         period=period,
         timezone=tz,
@@ -98,7 +110,67 @@ def config_from_yaml_dict(data: Any, source: str = CONFIG_FILE) -> Config:
         budget=budget,
         remote_timeout=None if remote_timeout is None else float(remote_timeout),
         state_branch=state_branch,
+        steps=steps,
     )
+
+
+def _steps(data: Any, source: str) -> dict[str, dict[str, Any]]:
+    """``steps: {NAME: {probe: CMD, probe_timeout: SECONDS}}``: a probe is an argv list or one
+    command line (split as a shell would, never run by one)."""
+    from jobstate.core.names import validate_step  # noqa: PLC0415 - start-up
+    from jobstate.errors import UsageError  # noqa: PLC0415 - start-up
+
+    if not isinstance(data, dict):
+        raise StateInvalid(
+            f"{source}: steps must map step names to their settings, e.g. steps: {{generate: {{probe: ...}}}}"
+        )
+    out: dict[str, dict[str, Any]] = {}
+    for name, settings in data.items():
+        try:
+            validate_step(name)
+        except UsageError as exc:
+            raise StateInvalid(f"{source}: steps: {exc}") from None
+        if not isinstance(settings, dict):
+            raise StateInvalid(f"{source}: steps: {name}: expected a mapping of {', '.join(STEP_SETTINGS)}")
+        unknown = sorted(set(settings) - set(STEP_SETTINGS))
+        if unknown:
+            raise StateInvalid(
+                f"{source}: steps: {name}: unknown setting {unknown[0]!r}; known: {', '.join(STEP_SETTINGS)}"
+            )
+        entry: dict[str, Any] = {}
+        if settings.get("probe") is not None:
+            try:
+                entry["probe"] = probe_argv(settings["probe"])
+            except UsageError as exc:
+                raise StateInvalid(f"{source}: steps: {name}: probe: {exc}") from None
+        timeout = settings.get("probe_timeout", DEFAULT_PROBE_TIMEOUT)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+            raise StateInvalid(
+                f"{source}: steps: {name}: probe_timeout must be a number of seconds above 0 and at most 3600"
+            )
+        entry["probe_timeout"] = float(timeout)
+        out[str(name)] = entry
+    return out
+
+
+def probe_argv(value: object) -> list[str]:
+    """A probe command as argv: a list of words, or one line split as a shell would (no shell runs it)."""
+    import shlex  # noqa: PLC0415 - start-up
+
+    from jobstate.errors import UsageError  # noqa: PLC0415 - start-up
+
+    if isinstance(value, str):
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise UsageError(f"cannot split the probe command {value!r:.80}: {exc}") from None
+    elif isinstance(value, list) and all(isinstance(word, str) for word in value):
+        words = list(value)
+    else:
+        raise UsageError("give the probe command as one line or a list of words")
+    if not words or any("\0" in word for word in words) or not words[0].strip():
+        raise UsageError("the probe command is empty")
+    return words
 
 
 def config_from_text(data: bytes | str | None, source: str = CONFIG_FILE) -> Config:
@@ -123,6 +195,9 @@ lock_timeout: 30
 #   per: week            # week, month or day (default: the period above)
 #   limits: {USD: "200.00"}
 #   warn_at: "80%"
+# a read-only lookup at the vendor that settles a step left unknown (docs/paid-steps.md#probes)
+# steps:
+#   generate: {probe: ./probe-vendor, probe_timeout: 60}
 """
 
 
