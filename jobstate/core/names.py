@@ -39,8 +39,15 @@ def validate_artifact_path(path: object) -> str:
     pure = PurePosixPath(path)
     if pure.is_absolute() or any(part in ("..", ".", "") for part in path.split("/")):
         raise UsageError(f"artifact path {path!r} leaves the episode directory (no absolute paths, '.' or '..')")
-    if any(part.startswith(".") for part in pure.parts) or (pure.name in RECORD_FILES and len(pure.parts) == 1):
-        raise UsageError(f"artifact path {path!r} names a jobstate record or a hidden file or directory (.git, ...)")
+    if any(part.startswith(".") for part in pure.parts):
+        raise UsageError(f"artifact path {path!r} names a hidden file or directory (.git, ...)")
+    # costs.yaml/cover.png could never be committed beside the record costs.yaml; case-insensitive
+    # file systems take Costs.yaml for it too
+    if pure.parts[0].casefold() in RECORD_FILES:
+        raise UsageError(
+            f"artifact path {path!r} is or passes through the jobstate record {pure.parts[0]!r}: "
+            "give the artifact another name"
+        )
     return path
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import reprlib
 from collections.abc import Mapping
 
-from jobstate.core.names import validate_remote_ref
+from jobstate.core.names import validate_artifact_path, validate_remote_ref
 from jobstate.errors import UsageError
 
 REPORT_FIELDS = ("remote_ref", "submitted", "error", "cost", "artifacts")
@@ -41,3 +41,8 @@ def check_report(report: Mapping[str, object], source: str) -> None:
     artifacts = report.get("artifacts")
     if artifacts is not None and not (isinstance(artifacts, list) and all(isinstance(a, str) for a in artifacts)):
         raise UsageError(f"{source}: artifacts must be a list of paths")
+    for path in artifacts or []:
+        try:
+            validate_artifact_path(path)  # at report time: before the reference or a charge is committed
+        except UsageError as exc:
+            raise UsageError(f"{source}: artifacts: {exc}") from None
