@@ -129,6 +129,14 @@ class MissingObject(OSError):
     """An object named in a request is not in the repository."""
 
 
+class ObjectTooLarge(OSError):
+    """An object over the reader's limit: its header was read, its content skipped, never held."""
+
+    def __init__(self, spec: str, size: int) -> None:
+        super().__init__(f"object {spec} is {size} bytes")
+        self.size = size
+
+
 class CatFile:
     """One ``git cat-file --batch`` process: every object read in jobstate goes through this class.
 
@@ -154,11 +162,20 @@ class CatFile:
             raise MissingObject(f"object {spec} is missing")
         return header[1], int(header[2])
 
-    def read(self, spec: str) -> tuple[bytes, bytes]:
-        """(type, content) of one object (an ID, or ``REV:PATH``)."""
+    def read(self, spec: str, limit: int | None = None) -> tuple[bytes, bytes]:
+        """(type, content) of one object (an ID, or ``REV:PATH``); with ``limit``, a larger object is
+        ObjectTooLarge, decided from its header: its content is skipped in chunks, never held."""
         self._in.write(spec.encode("utf-8", "surrogateescape") + b"\n")
         self._in.flush()
         kind, size = self._header(spec)
+        if limit is not None and size > limit:
+            remaining = size + 1
+            while remaining:
+                skipped = len(self._out.read(min(1 << 20, remaining)))
+                if not skipped:
+                    raise MissingObject(f"object {spec} was cut short")
+                remaining -= skipped
+            raise ObjectTooLarge(spec, size)
         return kind, self._out.read(size + 1)[:-1]
 
     def read_many(self, specs: list[str]) -> Iterator[tuple[str, bytes, bytes]]:

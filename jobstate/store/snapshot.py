@@ -16,11 +16,20 @@ from jobstate.core.layout import HISTORY, STATE
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.blobs import BlobHasher
 from jobstate.git.head import tracked_in_work_tree
-from jobstate.git.objects import CatFile, MissingObject
+from jobstate.git.objects import CatFile, MissingObject, ObjectTooLarge
 from jobstate.git.runner import READ_ONLY_ENV, run_git
 from jobstate.hashing import Digest, Progress, hash_files
 
 ROOTS = (STATE, HISTORY)
+# no record is read when its object header says it is larger (store.yamlio.MAX_STATE_BYTES, the strict
+# readers' limit): a pull request with a 256 MiB costs.yaml must not exhaust the runner reviewing it
+MAX_READ = 4 * 1024 * 1024
+
+
+def _too_large(path: str, size: int) -> StateInvalid:
+    return StateInvalid(
+        f"{path}: {size} bytes is over the {MAX_READ // (1024 * 1024)} MiB limit for a state file; it was not read"
+    )
 
 
 @dataclass(frozen=True)
@@ -146,7 +155,7 @@ class Revision(Snapshot):
         files = self.files_cache
         wanted: dict[str, list[str]] = {}  # identical files share one blob
         for p in paths:
-            blob = files[p].blob if p in files else None
+            blob = files[p].blob if p in files and files[p].size <= MAX_READ else None
             if blob:
                 wanted.setdefault(blob, []).append(p)
         with CatFile(self.cwd) as cat:
@@ -163,7 +172,9 @@ class Revision(Snapshot):
         if self._reader is None:
             self._reader = CatFile(self.cwd)
         try:
-            return self._reader.read(f"{self.commit}:{path}")[1]
+            return self._reader.read(f"{self.commit}:{path}", limit=MAX_READ)[1]
+        except ObjectTooLarge as exc:
+            raise _too_large(path, exc.size) from None
         except MissingObject:
             raise FileNotFoundError(path) from None
 
