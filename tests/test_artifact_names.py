@@ -12,7 +12,7 @@ from jobstate.errors import UsageError
 from jobstate.main import main
 
 from .conftest import git, stable_cmd
-from .test_delivered import EID, _cli, _merge_pr, _refused_in_review
+from .merges import EID, cli, merge_pr, refused_in_review
 
 
 @pytest.mark.parametrize("path", ["costs.yaml/cover.png", "costs.yaml", "Approval.yaml/x", "episode.yaml/a/b"])
@@ -41,7 +41,7 @@ def test_an_artifact_reported_through_a_record_name_is_refused_before_anything_i
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--repo", str(repo), "allocate", "--key", "k", "--week", "2026-W32"]) == 0
-    code, err = _cli(
+    code, err = cli(
         repo, capsys, "run", "--episode", EID, "--step", "gen", "--", *stable_cmd(_report("costs.yaml/cover.png"))
     )
     assert code == 2, err
@@ -54,7 +54,7 @@ def test_an_artifact_recorded_through_a_record_name_by_a_merge_is_flagged_and_re
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--repo", str(repo), "allocate", "--key", "k", "--week", "2026-W32"]) == 0
-    code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "gen", "--", *stable_cmd(_report("a.txt")))
+    code, err = cli(repo, capsys, "run", "--episode", EID, "--step", "gen", "--", *stable_cmd(_report("a.txt")))
     assert code == 0, err
     record = repo / "state" / EID / "artifacts.yaml"
 
@@ -62,8 +62,8 @@ def test_an_artifact_recorded_through_a_record_name_by_a_merge_is_flagged_and_re
         text = record.read_text()
         record.write_text(text + text.split("artifacts:\n", 1)[1].replace("  a.txt:", "  costs.yaml/cover.png:"))
 
-    _merge_pr(repo, edit)
-    _refused_in_review(repo, capsys, "costs.yaml/cover.png")
-    code, err = _cli(repo, capsys, "approve", "--episode", EID, "--by", "editor")
+    merge_pr(repo, edit)
+    refused_in_review(repo, capsys, "costs.yaml/cover.png")
+    code, err = cli(repo, capsys, "approve", "--episode", EID, "--by", "editor")
     assert code == 7, err
     assert "passes through the jobstate record 'costs.yaml'" in err, err

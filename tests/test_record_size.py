@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import git
-from .test_delivered import EID, _cli, _merge_pr
+from .merges import EID, cli, merge_pr
 
 HUGE = 96 * 1024 * 1024
 
@@ -35,7 +35,7 @@ def _peak(repo: Path, *args: str) -> tuple[int, int, str]:
 def test_a_huge_record_in_a_pull_request_is_refused_unread_by_diff_and_verify(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _cli(repo, capsys, "allocate", "--key", "k", "--week", "2026-W32")[0] == 0
+    assert cli(repo, capsys, "allocate", "--key", "k", "--week", "2026-W32")[0] == 0
     costs = repo / "state" / EID / "costs.yaml"
 
     def edit() -> None:
@@ -45,7 +45,7 @@ def test_a_huge_record_in_a_pull_request_is_refused_unread_by_diff_and_verify(
                 fh.write(b"x" * (1 << 20))
             fh.write(b"\n")
 
-    _merge_pr(repo, edit)
+    merge_pr(repo, edit)
     costs.unlink()  # the work tree is not what review reads
     git(repo, "checkout", "--", ".")
     for args in (("diff", "--strict", "HEAD^1", "HEAD"), ("verify", "--rev", "HEAD")):
