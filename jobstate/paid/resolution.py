@@ -8,7 +8,6 @@ run does. Run again with the same decision, it records nothing new (AlreadyRecor
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -16,17 +15,14 @@ from typing import Any, NoReturn
 
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
-from jobstate.core.layout import result_path
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
-from jobstate.core.result import check_report
 from jobstate.core.rules_attempts import decision_on, moved, replacement, resolve_command
 from jobstate.errors import AlreadyRecorded, EpisodeCompleted, StepRunning, SubmissionUnknown, UsageError
 from jobstate.paid.guard import guard
 from jobstate.store.catalog import Catalog
-from jobstate.store.private import read_private
 from jobstate.store.records import submissions, submissions_change
-from jobstate.store.running import running_holder, running_steps
+from jobstate.store.running import attempt_reports, running_holder, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
 
@@ -77,28 +73,26 @@ def _repeat_on_completed(
 
 
 def _refuse_contradicted(store: Store, episode_id: str, step: str, attempt: int) -> None:
-    """--not-submitted while the attempt's own result file names a vendor task (an orphaned CMD that
-    ended after jobstate was killed, say) would start a second, paid task: refused, with the command
-    that records the task instead. A file half written proves nothing and refuses nothing."""
-    data = read_private(store, store.path(result_path(episode_id, step, attempt)))
-    try:
-        report = json.loads(data.decode("utf-8")) if data else None
-    except (ValueError, UnicodeDecodeError):
-        return
-    if not isinstance(report, dict):
-        return
-    try:
-        check_report(report, "result file")
-    except UsageError:
-        return  # malformed or self-contradicting: it proves nothing, as the next run would find too
-    ref = report.get("remote_ref")
-    if isinstance(ref, str) and ref:
-        raise UsageError(
-            f"step {step} of {episode_id} attempt {attempt}: its command's result file says the vendor accepted "
-            f"remote task {ref}, so it was submitted; record that with: jobstate resolve --episode {episode_id} "
-            f"--step {shlex.quote(step)} --accepted {shlex.quote(ref)} --by NAME --reason TEXT (or just run the step "
-            "again: it reads the file and resumes the task)"
-        )
+    """--not-submitted while a report of the attempt (its result file, or one kept aside) names a vendor
+    task or a charge (an orphaned CMD that ended after jobstate was killed, say) would start a second,
+    paid task: refused, with the command that records the task instead. A file half written or
+    contradicting itself proves nothing and refuses nothing."""
+    for rel, report in attempt_reports(store, episode_id, step, attempt):
+        ref = report.get("remote_ref")
+        if isinstance(ref, str) and ref:
+            raise UsageError(
+                f"step {step} of {episode_id} attempt {attempt}: its command's report {rel} says the vendor "
+                f"accepted remote task {ref}, so it was submitted; record that with: jobstate resolve --episode "
+                f"{episode_id} --step {shlex.quote(step)} --accepted {shlex.quote(ref)} --by NAME --reason TEXT "
+                "(or just run the step again: it reads the file and resumes the task)"
+            )
+        if report.get("cost") is not None:
+            raise UsageError(
+                f"step {step} of {episode_id} attempt {attempt}: its command's report {rel} names a charge, so the "
+                "vendor did work for it and a new attempt could pay again; record the task with: jobstate resolve "
+                f"--episode {episode_id} --step {shlex.quote(step)} --accepted REF --by NAME --reason TEXT, or, once "
+                f"the vendor confirms it holds no task, move {rel} out of {store.root} and resolve again"
+            )
 
 
 def _refuse_running(store: Store, episode_id: str, step: str) -> None:

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from jobstate.core import advice, layout
 from jobstate.core.clock import format_time
+from jobstate.core.costs import Charge, costs_to_yaml_dict, recorded_charge
 from jobstate.core.keys import request_fingerprint
-from jobstate.core.layout import episode_dir
+from jobstate.core.layout import COSTS, episode_dir
 from jobstate.core.money import validate_charge_amount, validate_charge_id, validate_currency
 from jobstate.core.names import validate_remote_ref
 from jobstate.core.records import AttemptState
@@ -36,10 +37,12 @@ from jobstate.errors import ChargeConflict, CommandFailed, DirtyState, JobstateE
 from jobstate.paid.probe import probe_for, settle
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import PaidStep, paid_step
+from jobstate.store.catalog import Catalog
 from jobstate.store.config import probe_argv
 from jobstate.store.private import read_private, set_aside
-from jobstate.store.records import artifacts
+from jobstate.store.records import artifacts, cost_entries, record_change
 from jobstate.store.store import Store
+from jobstate.store.transaction import StateChange, transact
 
 
 def _read_report(store: Store, path: Path) -> dict[str, object] | None:
@@ -120,6 +123,8 @@ def run_step_command(
     except SubmissionUnknown as exc:
         if entered:
             raise
+        if exc.attempt is not None:
+            _record_orphan_charges(store, episode_id, step_name, exc.attempt, notify)
         if not _accept_early_report(store, episode_id, step_name, exc, notify):
             _settle_by_probe(store, episode_id, step_name, exc, command=probe, timeout=probe_timeout, notify=notify)
         with step_of() as step:
@@ -194,6 +199,51 @@ def _settle_by_probe(
     if not outcome.settled:
         raise SubmissionUnknown(f"{unknown}; the probe could not settle it: {outcome.verdict.why}", unknown.attempt)
     notify(outcome.message)
+
+
+def _record_orphan_charges(
+    store: Store, episode_id: str, step_name: str, attempt: int, notify: Callable[[str], None]
+) -> None:
+    """The charges an unknown attempt's result file reports (its CMD outlived a killed jobstate) are
+    recorded first, before anything is decided on the step: whatever is decided next, money is never
+    dropped. The ledger recognises a charge recorded already, and a contradiction refuses (exit 4)."""
+    path = result_path(store, episode_id, step_name, attempt)
+    try:
+        report = _read_report(store, path)
+    except DirtyState:
+        raise
+    except UsageError:
+        return  # half written by a killed command: it proves nothing
+    if not report or report.get("cost") is None:
+        return
+    try:
+        check_report(report, str(path))
+        charges = reported_charges(report.get("cost"), path)
+    except UsageError as exc:
+        notify(f"warning: the result file of attempt {attempt} is not usable ({exc}); its charges were not recorded")
+        return
+    ref = report.get("remote_ref")
+    ordinals: dict[str | None, int] = {}
+    for amount, currency, charge_id in charges:
+        charge = Charge(step_name, amount, currency, ref if isinstance(ref, str) else None, attempt, charge_id)
+        ordinal = 0
+        if charge_id is None:
+            ordinal = ordinals[charge.remote_ref] = ordinals.get(charge.remote_ref, 0) + 1
+
+        def decide(_cat: Catalog, charge: Charge = charge, ordinal: int = ordinal) -> StateChange[bool]:
+            entries = cost_entries(store, episode_id)
+            if recorded_charge(entries, charge, ordinal) is not None:
+                return record_change(store, episode_id, {}, "", result=False)
+            entry = charge.entry(format_time(store.now()))
+            message = f"cost {episode_id} {step_name}: {charge.describe()} (reported by attempt {attempt})"
+            ledger = {COSTS: costs_to_yaml_dict([*entries, entry])}
+            return record_change(store, episode_id, ledger, message, result=True)
+
+        if transact(store, decide):
+            notify(
+                f"recorded {amount} {currency} that an interrupted run of step {step_name} reported in {path.name} "
+                f"(attempt {attempt}), before anything else is decided on it"
+            )
 
 
 def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) -> None:

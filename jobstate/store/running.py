@@ -12,14 +12,18 @@ orphaned CMD (jobstate killed) still counts as running, and its pid is named.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from jobstate.atomic import TEMP_PREFIX
-from jobstate.core.layout import PRIVATE, step_lock_path, work_dir
+from jobstate.core.layout import PRIVATE, refused_report_path, result_path, step_lock_path, work_dir
+from jobstate.core.result import check_report
+from jobstate.errors import UsageError
 from jobstate.store.lock import read_holder
+from jobstate.store.private import read_private, refused_reports
 from jobstate.store.store import Store
 
 
@@ -106,3 +110,27 @@ def kept_outputs(store: Store, episode_id: str, completed: Mapping[str, set[int]
 def _holds_files(path: str) -> bool:
     with os.scandir(path) as entries:
         return any(True for _ in entries)
+
+
+def attempt_reports(store: Store, episode_id: str, step: str, attempt: int) -> list[tuple[str, dict[str, Any]]]:
+    """Every report CMD left for one attempt (its result file, and the ones jobstate refused and kept
+    aside), as (repository-relative path, report), each a well-formed one: a file half written or
+    contradicting itself proves nothing. Read-only."""
+    prefix = refused_report_path(episode_id, step, attempt, "")
+    paths = [result_path(episode_id, step, attempt)]
+    paths += [p for p in refused_reports(store, episode_id) if p.startswith(prefix)]
+    out = []
+    for rel in paths:
+        data = read_private(store, store.path(rel))  # never a file Git delivered
+        try:
+            report = json.loads(data.decode("utf-8")) if data else None
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(report, dict):
+            continue
+        try:
+            check_report(report, rel)
+        except UsageError:
+            continue
+        out.append((rel, report))
+    return out
