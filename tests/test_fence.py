@@ -390,10 +390,11 @@ def test_a_self_contradicting_report_does_not_block_not_submitted(repo: Path, ep
 def test_an_early_not_submitted_report_with_a_charge_is_left_to_the_operator(
     repo: Path, episode: str, store: Store
 ) -> None:
-    # a charge is never dropped: jobstate does not settle such an attempt by itself
+    # a charge is never dropped: jobstate does not settle such an attempt by itself, and (issue 29)
+    # records the charge before anything else is decided on the step
     _leave_report(repo, {"submitted": False, "cost": {"amount": "1.50", "currency": "USD"}})
     head = git(repo, "rev-parse", "HEAD")
     proc = _run(repo, "gen", stable_cmd("pass"))
     assert proc.returncode == 6, proc.stderr
-    assert git(repo, "rev-parse", "HEAD") == head
+    assert git(repo, "rev-parse", "HEAD^") == head  # one commit: the charge
     assert [a.state for a in submissions(store, EID)["gen"]] == ["intent"]

@@ -41,7 +41,7 @@ def test_a_charge_an_orphaned_cmd_reported_is_recorded_and_not_submitted_is_refu
     _killed_after(repo, tmp_path, _report(report))
     code, err = _cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *stable_cmd("pass"))
     assert code == 6, err  # still unknown: no task was named, a person decides
-    assert "recorded 3.50 USD that an interrupted run of step generate reported" in err, err
+    assert "3.50 USD that an interrupted run of step generate reported" in err, err
     with Store(repo) as store:
         assert [(c.amount, c.attempt) for c in cost_entries(store, EID)] == [("3.50", 1)]
     code, err = _cli(repo, capsys, *NOT_SUBMITTED)

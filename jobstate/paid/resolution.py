@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.clock import format_time
+from jobstate.core.layout import result_path
 from jobstate.core.names import validate_person, validate_reason, validate_remote_ref, validate_step
 from jobstate.core.records import AttemptState
 from jobstate.core.rules_attempts import decision_on, moved, replacement, resolve_command
@@ -77,19 +78,25 @@ def _refuse_contradicted(store: Store, episode_id: str, step: str, attempt: int)
     task or a charge (an orphaned CMD that ended after jobstate was killed, say) would start a second,
     paid task: refused, with the command that records the task instead. A file half written or
     contradicting itself proves nothing and refuses nothing."""
+    own = result_path(episode_id, step, attempt)
+
+    def kept(rel: str) -> str:
+        return "" if rel == own else f" (kept at {rel})"
+
     for rel, report in attempt_reports(store, episode_id, step, attempt):
         ref = report.get("remote_ref")
         if isinstance(ref, str) and ref:
             raise UsageError(
-                f"step {step} of {episode_id} attempt {attempt}: its command's report {rel} says the vendor "
+                f"step {step} of {episode_id} attempt {attempt}: its command's result file{kept(rel)} says the vendor "
                 f"accepted remote task {ref}, so it was submitted; record that with: jobstate resolve --episode "
                 f"{episode_id} --step {shlex.quote(step)} --accepted {shlex.quote(ref)} --by NAME --reason TEXT "
                 "(or just run the step again: it reads the file and resumes the task)"
             )
         if report.get("cost") is not None:
             raise UsageError(
-                f"step {step} of {episode_id} attempt {attempt}: its command's report {rel} names a charge, so the "
-                "vendor did work for it and a new attempt could pay again; record the task with: jobstate resolve "
+                f"step {step} of {episode_id} attempt {attempt}: its command's result file{kept(rel)} names a charge, "
+                "so the vendor did work for it and a new attempt could pay again; record the task with: "
+                "jobstate resolve "
                 f"--episode {episode_id} --step {shlex.quote(step)} --accepted REF --by NAME --reason TEXT, or, once "
                 f"the vendor confirms it holds no task, move {rel} out of {store.root} and resolve again"
             )

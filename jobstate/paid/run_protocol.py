@@ -123,10 +123,13 @@ def run_step_command(
     except SubmissionUnknown as exc:
         if entered:
             raise
-        if exc.attempt is not None:
-            _record_orphan_charges(store, episode_id, step_name, exc.attempt, notify)
+        recorded = [] if exc.attempt is None else _record_orphan_charges(store, episode_id, step_name, exc)
         if not _accept_early_report(store, episode_id, step_name, exc, notify):
+            if recorded:
+                exc.args = (f"{exc} (recorded first: {'; '.join(recorded)})",)
             _settle_by_probe(store, episode_id, step_name, exc, command=probe, timeout=probe_timeout, notify=notify)
+        for line in recorded:
+            notify(f"recorded {line}")
         with step_of() as step:
             _run(step, command, notify)
     _refuse_unreported_changes(store, episode_id, step_name)
@@ -201,28 +204,30 @@ def _settle_by_probe(
     notify(outcome.message)
 
 
-def _record_orphan_charges(
-    store: Store, episode_id: str, step_name: str, attempt: int, notify: Callable[[str], None]
-) -> None:
+def _record_orphan_charges(store: Store, episode_id: str, step_name: str, unknown: SubmissionUnknown) -> list[str]:
     """The charges an unknown attempt's result file reports (its CMD outlived a killed jobstate) are
     recorded first, before anything is decided on the step: whatever is decided next, money is never
-    dropped. The ledger recognises a charge recorded already, and a contradiction refuses (exit 4)."""
+    dropped. The ledger recognises a charge recorded already, and a contradiction refuses (exit 4).
+    Returns what was recorded, for the caller to say (a warning is added to ``unknown``'s message)."""
+    assert unknown.attempt is not None
+    attempt = unknown.attempt
     path = result_path(store, episode_id, step_name, attempt)
     try:
         report = _read_report(store, path)
     except DirtyState:
         raise
     except UsageError:
-        return  # half written by a killed command: it proves nothing
+        return []  # half written by a killed command: it proves nothing
     if not report or report.get("cost") is None:
-        return
+        return []
     try:
         check_report(report, str(path))
         charges = reported_charges(report.get("cost"), path)
     except UsageError as exc:
-        notify(f"warning: the result file of attempt {attempt} is not usable ({exc}); its charges were not recorded")
-        return
+        unknown.args = (f"{unknown} (its result file's charges were not recorded: {exc})",)
+        return []
     ref = report.get("remote_ref")
+    recorded = []
     ordinals: dict[str | None, int] = {}
     for amount, currency, charge_id in charges:
         charge = Charge(step_name, amount, currency, ref if isinstance(ref, str) else None, attempt, charge_id)
@@ -240,10 +245,11 @@ def _record_orphan_charges(
             return record_change(store, episode_id, ledger, message, result=True)
 
         if transact(store, decide):
-            notify(
-                f"recorded {amount} {currency} that an interrupted run of step {step_name} reported in {path.name} "
-                f"(attempt {attempt}), before anything else is decided on it"
+            recorded.append(
+                f"{amount} {currency} that an interrupted run of step {step_name} reported in {path.name} "
+                f"(attempt {attempt})"
             )
+    return recorded
 
 
 def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) -> None:
