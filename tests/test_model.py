@@ -261,6 +261,34 @@ FLAGGED: list[tuple[str, Edit, str]] = [
         lambda r: _replace(r, f"{A34}/submissions.yaml", "remote_ref: task-10", "remote_ref: 10"),
         "record refused",
     ),
+    (
+        # issue 29: a charge after the settlement is no charge a command records (it was "allowed")
+        "a cost entry appended to a completed, settled attempt",
+        lambda r: _append(
+            r / f"{E34}/costs.yaml",
+            "- step: generate\n  amount: '0.10'\n  currency: USD\n  remote_ref: task-9\n  attempt: 1\n"
+            "  charge_id: late-fee\n  at: '2026-08-20T12:00:00Z'\n",
+        ),
+        "charge without its attempt",
+    ),
+    (
+        "a cost entry appended for a step that never ran",
+        lambda r: _append(
+            r / f"{E34}/costs.yaml",
+            "- step: rework\n  amount: '0.10'\n  currency: USD\n  remote_ref: task-9\n  attempt: 1\n"
+            "  charge_id: late-fee\n  at: '2026-08-20T12:00:00Z'\n",
+        ),
+        "charge without its attempt",
+    ),
+    (
+        "a cost entry appended for an attempt that does not exist",
+        lambda r: _append(
+            r / f"{E34}/costs.yaml",
+            "- step: generate\n  amount: '0.10'\n  currency: USD\n  remote_ref: task-9\n  attempt: 7\n"
+            "  charge_id: late-fee\n  at: '2026-08-20T12:00:00Z'\n",
+        ),
+        "charge without its attempt",
+    ),
 ]
 
 
@@ -312,15 +340,6 @@ ALLOWED: list[tuple[str, Edit, str]] = [
         "a cap lowered",
         lambda r: _replace(r, "jobstate.yaml", "USD: '100.00'", "USD: '50.00'"),
         "tightening a budget loosens nothing",
-    ),
-    (
-        "a cost entry appended",
-        lambda r: _append(
-            r / f"{E34}/costs.yaml",
-            "- step: generate\n  amount: '0.10'\n  currency: USD\n  remote_ref: task-9\n  attempt: 1\n"
-            "  charge_id: late-fee\n  at: '2026-08-20T12:00:00Z'\n",
-        ),
-        "the ledger is append-only: a later charge is recorded by appending",
     ),
 ]
 

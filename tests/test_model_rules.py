@@ -13,7 +13,6 @@ from jobstate.core.attempts import Attempt, Steps
 from jobstate.core.costs import CostEntry
 from jobstate.core.model import (
     TRANSITIONS,
-    Settings,
     Violation,
     appended,
     approved,
@@ -22,10 +21,10 @@ from jobstate.core.model import (
     completion_problems,
     episode_change,
     ledger_change,
-    settings_change,
     steps_change,
 )
 from jobstate.core.records import AttemptState as S
+from jobstate.core.rules_state import Settings, settings_change
 
 EID = "2026-W32-0"
 SUBS = "state/2026-W32-0/submissions.yaml"

@@ -121,6 +121,7 @@ def episode_change(old: Records, new: Records) -> list[Violation]:
     known = attempts_violations(eid, old.steps)
     out += [v for v in attempts_violations(eid, new.steps) if v not in known]
     out += ledger_change(eid, record_path(eid, COSTS), "entries", old.costs, new.costs, kind="cost entry rewritten")
+    out += charges_change(eid, old.steps, new.steps, old.costs, new.costs)
     out += ledger_change(
         eid, record_path(eid, APPROVAL), "decisions", old.decisions, new.decisions, kind="decision rewritten"
     )
@@ -187,6 +188,36 @@ def artifacts_change(eid: str, old: Mapping[str, Artifact], new: Mapping[str, Ar
                 rule,
             )
         )
+    return out
+
+
+def charges_change(
+    eid: str, old_steps: Steps, new_steps: Steps, old: list[CostEntry], new: list[CostEntry]
+) -> list[Violation]:
+    """A charge belongs to the attempt that reported it: one appended for a step that never ran, for an
+    attempt that does not exist, or to an attempt completed with its reservation settled (the settlement
+    would no longer add up) is no charge a command records, and would be counted against the budget."""
+    out: list[Violation] = []
+    if new[: len(old)] != old:
+        return out  # rewritten, not appended: ledger_change says so
+    for n, entry in enumerate(new[len(old) :], start=len(old)):
+        attempts = new_steps.get(entry.step) or []
+        settled = {a.number for a in old_steps.get(entry.step) or [] if a.settled is not None}
+        rule = None
+        if entry.legacy:
+            continue
+        if not attempts:
+            rule = f"step {entry.step} never ran: a charge is recorded by the attempt that reported it"
+        elif entry.attempt is not None and all(a.number != entry.attempt for a in attempts):
+            rule = f"step {entry.step} has no attempt {entry.attempt}: a charge is recorded by its attempt"
+        elif entry.attempt in settled:
+            rule = (
+                f"{entry.step} attempt {entry.attempt} was completed and its reservation settled before this "
+                "charge: a charge of a settled attempt is recorded before it completes"
+            )
+        if rule is not None:
+            where, what = f"entries[{n}]", f"{entry.amount} {entry.currency} for {entry.step}"
+            out.append(Violation("charge without its attempt", eid, record_path(eid, COSTS), where, None, what, rule))
     return out
 
 
@@ -437,34 +468,6 @@ def _decimal(value: Any) -> Decimal | None:
         return Decimal(str(value)) if isinstance(value, str) else None
     except ArithmeticError:
         return None
-
-
-class Settings(NamedTuple):
-    """What the model compares of jobstate.yaml: the period kind and the budget."""
-
-    period: str
-    budget_per: str | None
-    limits: Mapping[str, str]
-
-
-def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Violation]:
-    """jobstate.yaml changes that loosen money controls, or change the period kind under existing episodes."""
-    out: list[Violation] = []
-
-    def alarm(field: str, before: Any, after: Any, rule: str) -> None:
-        out.append(Violation("settings loosened", "-", "jobstate.yaml", field, before, after, rule))
-
-    if episodes and old.period != new.period:
-        alarm("period", old.period, new.period, "the period kind never changes once episodes exist")
-    if old.budget_per is not None and new.budget_per is None:
-        alarm("budget", old.budget_per, None, "a budget, once set, is not removed in review")
-    elif old.budget_per is not None and old.budget_per != new.budget_per:
-        alarm("budget.per", old.budget_per, new.budget_per, "the budget period never changes")
-    for currency, cap in sorted(old.limits.items()):
-        now = new.limits.get(currency)
-        if new.budget_per is not None and (now is None or Decimal(now) > Decimal(cap)):
-            alarm(f"budget.limits.{currency}", cap, now, "a cap is never raised or removed without an alarm")
-    return out
 
 
 def tracked_private(paths: Iterable[str]) -> list[Violation]:

@@ -7,10 +7,11 @@ every change and every commit of a range (review/changes.py).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from decimal import Decimal
+from typing import Any, NamedTuple, Protocol
 
 from jobstate.core.layout import EPISODE_FILE, episode_dir, record_path
-from jobstate.core.model import Records, Settings, Violation, episode_change, settings_change
+from jobstate.core.model import Records, Violation, episode_change
 from jobstate.core.periods import is_period
 
 
@@ -123,3 +124,31 @@ def sequence_problem(slot: tuple[str, int], owners: list[str]) -> str | None:
     if len(owners) > 1:
         return f"duplicate period and sequence {slot[0]}-{slot[1]}: {', '.join(sorted(owners))}"
     return None
+
+
+class Settings(NamedTuple):
+    """What the model compares of jobstate.yaml: the period kind and the budget."""
+
+    period: str
+    budget_per: str | None
+    limits: Mapping[str, str]
+
+
+def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Violation]:
+    """jobstate.yaml changes that loosen money controls, or change the period kind under existing episodes."""
+    out: list[Violation] = []
+
+    def alarm(field: str, before: Any, after: Any, rule: str) -> None:
+        out.append(Violation("settings loosened", "-", "jobstate.yaml", field, before, after, rule))
+
+    if episodes and old.period != new.period:
+        alarm("period", old.period, new.period, "the period kind never changes once episodes exist")
+    if old.budget_per is not None and new.budget_per is None:
+        alarm("budget", old.budget_per, None, "a budget, once set, is not removed in review")
+    elif old.budget_per is not None and old.budget_per != new.budget_per:
+        alarm("budget.per", old.budget_per, new.budget_per, "the budget period never changes")
+    for currency, cap in sorted(old.limits.items()):
+        now = new.limits.get(currency)
+        if new.budget_per is not None and (now is None or Decimal(now) > Decimal(cap)):
+            alarm(f"budget.limits.{currency}", cap, now, "a cap is never raised or removed without an alarm")
+    return out

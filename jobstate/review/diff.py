@@ -255,6 +255,7 @@ ALARM_ORDER = [
     "artifact changed after approval",
     "artifact overwritten",
     "cost entry rewritten",
+    "charge without its attempt",
     "key moved",
     "key not canonical",
     "episode rewritten",

@@ -15,7 +15,7 @@ from pathlib import Path
 from jobstate.core.budget import Budget
 from jobstate.core.episode_records import EpisodeRecords, Problems, new_records
 from jobstate.core.layout import CONFIG_FILE, HISTORY, RECORD_FILES
-from jobstate.core.model import Settings
+from jobstate.core.rules_state import Settings
 from jobstate.errors import StateInvalid
 from jobstate.store.config import config_from_text
 from jobstate.store.records import read_episode

@@ -219,6 +219,9 @@ def _check_config(snap: Snapshot, problems: list[Problem]) -> Config | None:
     except OSError as exc:
         problems.append(Problem(CONFIG_FILE, f"cannot read: {exc}", unreadable=True))
         return None
+    except StateInvalid as exc:  # over the size limit, refused from its object header
+        problems.append(Problem(CONFIG_FILE, str(exc).removeprefix(f"{CONFIG_FILE}: "), unreadable=True))
+        return None
     try:
         return config_from_text(text)
     except StateInvalid as exc:
