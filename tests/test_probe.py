@@ -421,3 +421,10 @@ def test_a_probe_settlement_needs_no_persons_signature_but_an_operators_resoluti
         settled = {**intent, "state": "accepted", "remote_ref": "task-1", "resolution": resolution}
         new = EpisodeRecords("2026-W40-0", steps={"generate": [attempt_from_yaml_dict(settled, "s", "generate")]})
         assert len(decisions_made(old, new)) == persons
+
+
+def test_the_sweep_of_an_episode_that_does_not_exist_is_exit_5(repo: Path) -> None:
+    done = run_cli("probe", "--episode", f"{WEEK}-9", "--probe", "true", cwd=repo)
+    assert done.returncode == 5, done.stderr
+    bad = run_cli("probe", "--step", "Bad/Step", "--probe", "true", cwd=repo)
+    assert bad.returncode == 2, bad.stderr

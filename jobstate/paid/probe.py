@@ -188,6 +188,10 @@ def sweep(
 
     A step with no probe (none given, none declared for it) is reported as staying unknown.
     """
+    if step is not None:
+        validate_step(step)
+    if episode_id is not None:
+        store.episode(episode_id)  # an ID that is not there is EpisodeUnknown (exit 5), not "nothing unknown"
     ids = [episode_id] if episode_id is not None else [e.episode_id for e in store.episodes()]
     outcomes: list[ProbeOutcome] = []
     for eid in ids:
