@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from jobstate.allocation.allocation import allocate
     from jobstate.core.periods import Period, parse_period, period_of
     from jobstate.core.records import Allocation
+    from jobstate.paid.probe import ProbeQuestion
     from jobstate.paid.step import paid_step
     from jobstate.store.store import Store
     from jobstate.store.store import open_store as open  # noqa: A004
@@ -45,6 +46,7 @@ __all__ = [
     "JobstateError",
     "LockTimeout",
     "Period",
+    "ProbeQuestion",
     "StateInvalid",
     "StepAlreadyCompleted",
     "StepRunning",
@@ -64,6 +66,7 @@ _LAZY = {
     "allocate": ("jobstate.allocation.allocation", "allocate"),
     "paid_step": ("jobstate.paid.step", "paid_step"),
     "Period": ("jobstate.core.periods", "Period"),
+    "ProbeQuestion": ("jobstate.paid.probe", "ProbeQuestion"),
     "parse_period": ("jobstate.core.periods", "parse_period"),
     "period_of": ("jobstate.core.periods", "period_of"),
     "Store": ("jobstate.store.store", "Store"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import jobstate
 from jobstate.core.attempts import attempt_from_yaml_dict
 from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.probe import ACCEPTED, NOT_SUBMITTED, UNKNOWN, evidence_problem, judge_answer
@@ -428,3 +429,44 @@ def test_the_sweep_of_an_episode_that_does_not_exist_is_exit_5(repo: Path) -> No
     assert done.returncode == 5, done.stderr
     bad = run_cli("probe", "--step", "Bad/Step", "--probe", "true", cwd=repo)
     assert bad.returncode == 2, bad.stderr
+
+
+def test_the_python_api_takes_a_callable_probe_that_settles_the_unknown_step(
+    repo: Path, vendor: VendorSimulator
+) -> None:
+    eid = _unknown_after_drop(repo, vendor)
+    asked: list[jobstate.ProbeQuestion] = []
+
+    def lookup_by_key(question: jobstate.ProbeQuestion) -> dict[str, object]:
+        asked.append(question)
+        tasks = lookup(vendor.url, question.idempotency_key)["tasks"]
+        assert isinstance(tasks, list)
+        return {"found": True, "remote_ref": tasks[0]["task_id"]}
+
+    store = jobstate.open(str(repo))
+    with jobstate.paid_step(store, eid, "generate", probe=lookup_by_key) as step:
+        assert step.remote_ref == "task-1", "the probe's task is resumed, not resubmitted"
+    store.close()
+    assert [(q.episode_id, q.step, q.attempt) for q in asked] == [(eid, "generate", 1)]
+    assert len(vendor.charges()) == 1
+    assert _last(repo, eid)["resolution"]["by"] == "jobstate-probe"  # type: ignore[index]
+
+
+def test_a_callable_probe_that_raises_leaves_the_step_unknown_with_its_reason(
+    repo: Path, vendor: VendorSimulator
+) -> None:
+    eid = _unknown_after_drop(repo, vendor)
+
+    def broken(_question: jobstate.ProbeQuestion) -> dict[str, object]:
+        raise TimeoutError("vendor search timed out")
+
+    store = jobstate.open(str(repo))
+    try:
+        with (
+            pytest.raises(jobstate.SubmissionUnknown, match="TimeoutError: vendor search timed out"),
+            jobstate.paid_step(store, eid, "generate", probe=broken),
+        ):
+            raise AssertionError("the body ran on an unknown step")
+    finally:
+        store.close()
+    assert _last(repo, eid)["state"] == "intent"

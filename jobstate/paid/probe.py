@@ -13,11 +13,12 @@ the step unknown, with the probe's reason in the refusal.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from jobstate.core.attempts import Attempt
 from jobstate.core.keys import request_fingerprint
@@ -50,6 +51,29 @@ class Probe(NamedTuple):
     def fingerprint(self) -> str:
         """``sha256:...`` of the argv, kept with every settlement it made."""
         return request_fingerprint([word.encode("utf-8", "surrogateescape") for word in self.argv])
+
+
+class ProbeQuestion(NamedTuple):
+    """What a probe given as a Python callable is asked about (the command's JOBSTATE_* variables)."""
+
+    episode_id: str
+    step: str
+    attempt: int
+    idempotency_key: str
+    intent_at: str  # the attempt's intent time, UTC, whole seconds
+
+
+class CallableProbe(NamedTuple):
+    """A probe given to ``paid_step(probe=...)``: called with a ProbeQuestion, it returns the answer
+    object a probe command writes. It must be read-only at the vendor and bound its own time."""
+
+    function: Callable[[ProbeQuestion], Mapping[str, Any]]
+
+    @property
+    def fingerprint(self) -> str:
+        """``sha256:...`` of the function's qualified name, kept with every settlement it made."""
+        name = f"python:{getattr(self.function, '__module__', '?')}.{getattr(self.function, '__qualname__', '?')}"
+        return request_fingerprint([name.encode("utf-8", "surrogateescape")])
 
 
 class ProbeOutcome(NamedTuple):
@@ -135,8 +159,25 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.communicate()
 
 
+def _call(probe: CallableProbe, episode_id: str, attempt: Attempt) -> ProbeVerdict:
+    question = ProbeQuestion(
+        episode_id, attempt.step, attempt.number, attempt.idempotency_key or "", str(attempt.get("started_at") or "")
+    )
+    try:
+        answer = probe.function(question)
+        raw = json.dumps(answer, allow_nan=False).encode("utf-8")
+    except Exception as exc:
+        return ProbeVerdict(UNKNOWN, None, f"the probe raised {type(exc).__name__}: {exc}"[:200], None)
+    return judge_answer(raw, question.intent_at)
+
+
 def settle(
-    store: Store, probe: Probe, episode_id: str, step: str, *, notify: Callable[[str], None] = lambda _line: None
+    store: Store,
+    probe: Probe | CallableProbe,
+    episode_id: str,
+    step: str,
+    *,
+    notify: Callable[[str], None] = lambda _line: None,
 ) -> ProbeOutcome | None:
     """Ask ``probe`` about ``step``'s last attempt if it is unknown, and record what the answer proves.
 
@@ -148,7 +189,7 @@ def settle(
     last = attempts[-1] if attempts else None
     if last is None or last.state != AttemptState.INTENT or running_steps(store, episode_id, steps=[step]):
         return None
-    verdict = ask(store, probe, episode_id, last)
+    verdict = ask(store, probe, episode_id, last) if isinstance(probe, Probe) else _call(probe, episode_id, last)
     where = f"step {step} of {episode_id} attempt {last.number}"
     if verdict.decision == UNKNOWN:
         return ProbeOutcome(episode_id, step, last.number, verdict, False, f"{where} stays unknown: {verdict.why}")
@@ -213,6 +254,21 @@ def sweep(
             if outcome is not None:
                 outcomes.append(outcome)
     return outcomes
+
+
+def settle_before_entering(
+    store: Store, probe: CallableProbe, episode_id: str, step: str, notify: Callable[[str], None]
+) -> None:
+    """``paid_step(probe=...)``: an unknown last attempt is settled by the callable first, or refused
+    (SubmissionUnknown, exit 6) with its reason; anything else is left to the paid step."""
+    outcome = settle(store, probe, episode_id, step, notify=notify)
+    if outcome is None:
+        return
+    if not outcome.settled:
+        raise SubmissionUnknown(
+            f"{outcome.message}; a person settles it: {resolve_command(episode_id, step)}", outcome.attempt
+        )
+    notify(outcome.message)
 
 
 def settle_with_probe(

@@ -55,6 +55,7 @@ from jobstate.errors import (
 )
 from jobstate.hashing import sha256_bytes
 from jobstate.paid.guard import guard
+from jobstate.paid.probe import CallableProbe, ProbeQuestion, settle_before_entering
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
 from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
 from jobstate.store.catalog import Catalog
@@ -296,9 +297,13 @@ def paid_step(
     max_cost: str | None = None,
     request: Mapping[str, Any] | None = None,
     fingerprint: str | None = None,
+    probe: Callable[[ProbeQuestion], Mapping[str, Any]] | None = None,
     notify: Callable[[str], None] = lambda _line: None,
 ) -> Iterator[PaidStep]:
     """Guard, then intent (or resume), then the body; completion is committed when it returns.
+
+    ``probe``, a read-only lookup at the vendor, settles an earlier attempt left unknown before the
+    step is refused (jobstate.paid.probe: it gets a ProbeQuestion and returns the probe's answer).
 
     ``max_cost`` ("12.40 USD") is reserved against the period's budget with the intent;
     ``request`` (or a ready ``fingerprint``) identifies what is asked of the vendor.
@@ -321,6 +326,8 @@ def paid_step(
     except EpisodeCompleted:
         _refuse_completed_repeat(store, episode_id, step, fingerprint)
         raise
+    if probe is not None:
+        settle_before_entering(store, CallableProbe(probe), episode_id, step, notify)
     step_lock = FileLock(store.path(step_lock_path(episode_id, step)), timeout=0)
     try:
         step_lock.__enter__()
