@@ -118,7 +118,9 @@ def allocate_together(
     return set(keys), by_key
 
 
-# sixteen processes on four clones pushing to one remote: each loser fetches and decides again
+# sixteen processes on four clones pushing to one remote: each loser fetches and decides again; about 10 CPU
+# seconds by nature (sixteen interpreters), over the fast suite's budget, so it runs in make test-slow
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("transport", ["file", "daemon"])
 def test_four_hosts_four_processes_each(tmp_path: Path, transport: str, request: pytest.FixtureRequest) -> None:
