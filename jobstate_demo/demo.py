@@ -6,9 +6,11 @@ Run with ``python -m jobstate_demo.demo [DIR]``; without DIR a temp dir is used 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from jobstate.core.costs import totals
@@ -100,7 +102,8 @@ def allocation_demo(repo: Path) -> None:
 
 
 def pipeline_demo(repo: Path) -> None:
-    """One week of the media pipeline against the local vendor simulator, with one injected fault."""
+    """One week of the media pipeline against the local vendor simulator, with two injected faults, each
+    settled by the step's probe."""
 
     with VendorSimulator(price="12.40", currency="USD") as vendor:
         step = [sys.executable, "-m", "jobstate_demo.vendor_sim", "step", "--url", vendor.url]
@@ -116,18 +119,19 @@ def pipeline_demo(repo: Path) -> None:
         paid("generate", "final.txt", check=False)
         _section("a retry refuses to resubmit: nobody knows whether the vendor accepted (exit 6)")
         paid("generate", "final.txt", check=False)
-        charged = ledger(vendor.url)["charges"]
-        assert isinstance(charged, list)
-        task = str(charged[-1]["task_id"])
-        print(f"  the vendor's own ledger shows {task} charged for this episode's idempotency key")
-        _run(repo, "resolve", "--episode", episode, "--step", "generate", "--accepted", task,
-             "--by", "ops-oncall", "--reason", f"vendor ledger lists {task} for our idempotency key")  # fmt: skip
-        _section("generate again: resumes the saved remote task, no second submission")
-        paid("generate", "final.txt")
+        probe = shlex.join([sys.executable, "-m", "jobstate_demo.vendor_sim", "probe", "--url", vendor.url])
+        _section("the scheduler's next retry, with the step's probe: the vendor's lookup settles it, no person")
+        _run(repo, "run", "--episode", episode, "--step", "generate", "--probe", probe, "--",
+             *step, "--kind", "generate", "--artifact", "final.txt")  # fmt: skip
 
         _section("review: the editor rejects, the episode is reworked and reassembled")
         _run(repo, "approve", "--episode", episode, "--by", "editor", "--reject", "--reason", "intro too long")
-        paid("rework", "rework.txt", "--price", "3.10")
+        _section("rework: killed before its request left; the probe finds nothing, so attempt 2 runs")
+        rework = [*step, "--kind", "rework", "--artifact", "rework.txt", "--price", "3.10"]
+        _run(repo, "run", "--episode", episode, "--step", "rework", "--", *rework,
+             check=False, env={"VENDOR_SIM_CRASH_BEFORE_SEND": "1"})  # fmt: skip
+        time.sleep(2.05 - time.time() % 1)  # the vendor's answer must cover a second past the intent
+        _run(repo, "run", "--episode", episode, "--step", "rework", "--probe", probe, "--", *rework)
         paid("reassemble", "final-v2.txt", "--price", "0.85")
         _run(repo, "approve", "--episode", episode, "--by", "editor")
         _run(repo, "complete", "--episode", episode)

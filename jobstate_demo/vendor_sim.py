@@ -20,7 +20,8 @@ Faults (``POST /faults {"mode": M, "count": N, "delay": S}``, ``DELETE /faults``
 ``fail_before_accept`` refuses the next N submissions (503, nothing charged); ``drop_after_accept``
 accepts and charges them but closes the connection before answering; ``slow`` answers after S
 seconds; ``lagging_index`` makes the lookup see only tasks accepted more than S seconds ago (default
-3600) until cleared.
+3600) until cleared. ``VENDOR_SIM_CRASH_BEFORE_SEND=1`` in ``step``'s environment makes it exit 75
+before it sends anything, as a step killed before its request left.
 Exit codes of ``step``: 0 done, 2 bad input (nothing submitted), 3 the vendor refused or failed
 (nothing charged when refused at submission), 75 acceptance or completion unknown (rerun to resume).
 """
@@ -127,6 +128,9 @@ def _step(args: argparse.Namespace) -> int:
     except OSError as err:
         raise _Exit(EXIT_USAGE, f"step: cannot use output directory {output_dir}: {err.strerror}") from err
     remote_ref = os.environ.get("JOBSTATE_REMOTE_REF", "")
+    if not remote_ref and os.environ.get("VENDOR_SIM_CRASH_BEFORE_SEND") == "1":
+        # the demo's "killed before the request left": unknown to jobstate, nothing at the vendor
+        raise _Exit(EXIT_UNKNOWN, "step: crashed before sending anything (VENDOR_SIM_CRASH_BEFORE_SEND=1)")
 
     if remote_ref:
         task_id = remote_ref  # resume: never submit again

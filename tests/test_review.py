@@ -175,6 +175,10 @@ def test_demo_ends_with_the_diff_of_its_week_and_a_report(tmp_path: Path) -> Non
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    # issue 32: both injected faults are settled by the probe on the scheduler's retry, no person resolves
+    assert "settled by probe: accepted as task-1" in proc.stdout
+    assert "step rework of 2026-W33-1 attempt 1 settled by probe: not submitted" in proc.stdout
+    assert "$ jobstate resolve" not in proc.stdout
     tail = proc.stdout[proc.stdout.index("== review: what the week changed") :]
     assert "Episodes allocated (4):\n    2026-W33-1  2026-W33  weekly-episode:2026-08-14" in tail
     assert "Approvals and rejections (2):" in tail
