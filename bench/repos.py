@@ -39,7 +39,8 @@ def new_repo(repo: Path, *, gc: bool = False) -> None:
     from jobstate.store.init import init
 
     repo.mkdir()
-    store, _ = init(repo, git_init=True)
+    git(repo, "init", "-q", "-b", "main")  # the branch every bench clone is on: init names it the state's branch
+    store, _ = init(repo)
     store.close()
     if not gc:
         git(repo, "config", "gc.auto", "0")
