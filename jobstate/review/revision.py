@@ -108,10 +108,14 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
         ticker = Ticker(f"reading {rev}:", sum(len(paths) for paths in by_name.values()), progress)
         try:
             names = sorted(by_name)
-            while names:
-                chunk = [names.pop(0)]
-                while names and sum(len(by_name[n]) for n in chunk) + len(by_name[names[0]]) <= _CHUNK:
-                    chunk.append(names.pop(0))
+            start = 0
+            while start < len(names):
+                # whole episodes, up to _CHUNK files a batch (a running count: the sum once per batch)
+                end, size = start + 1, len(by_name[names[start]])
+                while end < len(names) and size + len(by_name[names[end]]) <= _CHUNK:
+                    size += len(by_name[names[end]])
+                    end += 1
+                chunk, start = names[start:end], end
                 snap.prefetch([p for n in chunk for p in by_name[n]])
                 for name in chunk:
                     found: Problems = []
