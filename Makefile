@@ -29,9 +29,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# a fast test does at most 10 CPU seconds of its own work (tests/conftest.py); more is a slow test, said so
+# a fast test does at most 20 CPU seconds of its own work (tests/conftest.py); more is a slow test, said so.
+# The heaviest fast test does about 7 idle; CPU seconds grow on a busy 2-core machine (shared caches and cores),
+# and CI once measured a nested pytest's timed-out cleanup at 12.6: 10 failed CI runs on noise, 20 does not.
 test: $(STAMP)
-	JOBSTATE_TEST_CPU_BUDGET=10 $(BIN)/python -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
+	JOBSTATE_TEST_CPU_BUDGET=20 $(BIN)/python -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
 
 # make test while busy loops keep every core busy (what a shared or small machine does to the suite)
 test-loaded: $(STAMP)

@@ -163,7 +163,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(
 
 
 # the whole demo in a subprocess (its own 300 s limit): a minute or more on a loaded machine, and about
-# 12 CPU seconds, over a fast test's 10 (make test-slow runs it)
+# 12 CPU seconds, more than any other fast test does (make test-slow runs it)
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_demo_ends_with_the_diff_of_its_week_and_a_report(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from .conftest import git
 
 EPISODES = 5000
 # 5,000 episodes written, committed and rendered: the module's fixture alone can take most of a minute
-# 5,000 episodes rendered whole: each test is 6 to 10 CPU seconds by nature, at the fast suite's budget
+# 5,000 episodes rendered whole: each test is 6 to 10 CPU seconds by nature, near the fast suite's heaviest
 # (a noisy machine put one over it), so they run in make test-slow, which CI runs too
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 

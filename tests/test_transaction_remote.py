@@ -119,7 +119,7 @@ def allocate_together(
 
 
 # sixteen processes on four clones pushing to one remote: each loser fetches and decides again; about 10 CPU
-# seconds by nature (sixteen interpreters), over the fast suite's budget, so it runs in make test-slow
+# seconds by nature (sixteen interpreters), more than any fast test, so it runs in make test-slow
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("transport", ["file", "daemon"])
