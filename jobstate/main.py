@@ -154,7 +154,7 @@ def _scheduled(a: argparse.Namespace) -> Request | None:
 # subcommand -> (its module in jobstate.commands, whose function has the module's name; the parameters
 # that function takes, by name). The one place a command is imported, lazily, when it runs.
 DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
-    "init": ("init", ("repo", "git_init", "remote")),
+    "init": ("init", ("repo", "git_init", "force", "remote")),
     "allocate": (
         "allocate",
         ("options", "key", "date", "week", "period", "at", "as_json", "scheduled", "podinfo", "any_branch"),
@@ -332,6 +332,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
     p = command("init", "set up state/, history/ and jobstate.yaml, and commit them")
     p.add_argument("--git-init", action="store_true", help="run git init first when not inside a repository")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="start a state even though another branch (local or remote-tracking) already holds one",
+    )
 
     p = command("allocate", "print the episode ID for an allocation key (the same key, the same ID)")
     p.add_argument("--key", help="the scheduler's stable identity for this run, 1-512 characters (or --from SCHEDULER)")

@@ -124,3 +124,56 @@ def test_an_episode_a_merge_dropped_is_not_called_a_reset(repo: Path, tmp_path: 
     assert proc.returncode == 4
     assert "no longer contains" not in proc.stderr
     assert "a merge did not keep it" in proc.stderr or "removed by commit" in proc.stderr
+
+
+def _clone_whose_remote_head_names_a_missing_branch(repo: Path, tmp_path: Path) -> Path:
+    """The state lives on trunk; the remote's HEAD still names master, which nobody ever pushed."""
+    assert run_cli("allocate", "--key", "a", "--week", "2026-W40", cwd=repo).stdout.strip() == "2026-W40-0"
+    git(repo, "branch", "-m", "trunk")
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    git(bare, "symbolic-ref", "HEAD", "refs/heads/master")
+    clone = tmp_path / "clone"
+    proc = subprocess.run(["git", "clone", "-q", str(bare), str(clone)], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert not (clone / "state").exists()  # git checked nothing out: master does not exist
+    return clone
+
+
+def test_a_clone_on_a_missing_branch_is_told_which_branch_holds_the_state(repo: Path, tmp_path: Path) -> None:
+    clone = _clone_whose_remote_head_names_a_missing_branch(repo, tmp_path)
+    for argv in (("list",), ("allocate", "--key", "b", "--week", "2026-W40")):
+        proc = run_cli(*argv, cwd=clone)
+        assert proc.returncode == 2, proc.stderr
+        assert "branch origin/trunk holds a jobstate state" in proc.stderr
+        assert "git switch trunk" in proc.stderr
+        assert "run jobstate init" not in proc.stderr
+    git(clone, "switch", "-q", "trunk")
+    assert run_cli("allocate", "--key", "a", "--week", "2026-W40", cwd=clone).stdout.strip() == "2026-W40-0"
+
+
+def test_init_refuses_a_second_state_beside_a_branch_that_holds_one(repo: Path, tmp_path: Path) -> None:
+    clone = _clone_whose_remote_head_names_a_missing_branch(repo, tmp_path)
+    proc = run_cli("init", cwd=clone)
+    assert proc.returncode == 2, proc.stderr
+    assert "git switch trunk" in proc.stderr
+    assert "--force" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr
+    assert sorted(p.name for p in clone.iterdir()) == [".git"]  # nothing written
+    assert subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=clone, check=False).returncode != 0
+    forced = run_cli("init", "--force", cwd=clone)
+    assert forced.returncode == 0, forced.stderr
+    assert (clone / "state" / ".gitkeep").is_file()
+    # once this branch holds its own state, nothing is refused any more: the second state was asked for
+    assert run_cli("init", cwd=clone).returncode == 0
+
+
+def test_outside_any_repository_no_command_advises_starting_a_state(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    proc = run_cli("list", cwd=plain)
+    assert proc.returncode == 2, proc.stderr
+    assert "not inside a Git repository" in proc.stderr
+    assert "--repo PATH" in proc.stderr
+    assert "init" not in proc.stderr

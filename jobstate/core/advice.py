@@ -43,3 +43,26 @@ def converted(path: str) -> str:
         f"with: {UNCONVERT}; then run jobstate init, which commits .gitattributes lines that keep them "
         "unconverted in every clone (docs/git-setups.md#line-endings-core-autocrlf-and-attributes)"
     )
+
+
+def branch_name(ref: str) -> str:
+    """How git shows a branch: ``trunk`` for refs/heads/trunk, ``origin/trunk`` for refs/remotes/origin/trunk."""
+    return ref.removeprefix("refs/heads/").removeprefix("refs/remotes/")
+
+
+def switch_to(ref: str) -> str:
+    """The command that checks out branch ``ref`` (a remote-tracking one becomes a local branch tracking it)."""
+    local = ref.removeprefix("refs/heads/")
+    if ref.startswith("refs/remotes/"):
+        local = ref.removeprefix("refs/remotes/").split("/", 1)[-1]
+    return f"git switch {shlex.quote(local)}"
+
+
+def state_elsewhere(where: str, refs: list[str]) -> str:
+    """The advice when ``where`` has no state but other branches do: check one out, never start a second."""
+    names = [branch_name(ref) for ref in refs]
+    more = f" (also {', '.join(names[1:4])}{' and more' if len(names) > 4 else ''})" if len(names) > 1 else ""
+    return (
+        f"{where} has no state/ directory, but branch {names[0]}{more} holds a jobstate state: check it out "
+        f"with {switch_to(refs[0])}, then run the command again"
+    )

@@ -58,8 +58,10 @@ def find_root(start: Path) -> Path:
             f"{start} is a bare Git repository: jobstate keeps its state in a work tree; "
             f"clone it (git clone {start} DIR) and use the clone"
         )
+    # never advise init here: a user in the wrong directory would start a second state beside the real one
     raise NotInitialized(
-        f"{start} is not inside a Git repository: run jobstate init --git-init there, or pass --repo PATH"
+        f"{start} is not inside a Git repository: run the command inside a clone of the state repository, "
+        "or pass --repo PATH"
     )
 
 

@@ -6,6 +6,7 @@ import contextlib
 from pathlib import Path
 
 from jobstate.atomic import is_temp_name
+from jobstate.core import advice
 from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import NotInitialized, UsageError
@@ -27,12 +28,13 @@ OWN_ATTRIBUTES = """\
 """
 
 
-def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
+def init(path: Path, *, git_init: bool = False, force: bool = False) -> tuple[Store, bool]:
     """Create state/, history/, jobstate.yaml, the .gitignore entry and the .gitattributes lines, and commit them.
 
     Returns the store and whether anything changed (a second run changes nothing). Nothing is
     written when git has no identity to commit with; whatever an interrupted init left
-    uncommitted, the next init commits.
+    uncommitted, the next init commits. A second state beside one that another branch holds (a clone
+    checked out on the wrong branch) would hand out the same IDs again: refused unless ``force``.
     """
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory")
@@ -57,6 +59,13 @@ def init(path: Path, *, git_init: bool = False) -> tuple[Store, bool]:
         if not store.git.in_head(rel):  # also what an interrupted init wrote and never committed
             files[rel] = file.read_bytes() if file.is_file() else default.encode()
 
+    if not force and not store.git.in_head(f"{STATE}/.gitkeep"):
+        elsewhere = store.branches_with_state()
+        if elsewhere:
+            raise UsageError(
+                advice.state_elsewhere(str(root), elsewhere)
+                + "; jobstate init --force starts a second, separate state here instead; nothing was written"
+            )
     ensure(f"{STATE}/.gitkeep", "")
     ensure(f"{HISTORY}/.gitkeep", "")
     for folder in (STATE, HISTORY):

@@ -88,7 +88,20 @@ class Store:
     def require_initialized(self) -> None:
         """Refuse to work in a repository that ``jobstate init`` has not set up."""
         if not (self.root / STATE).is_dir():
+            elsewhere = self.branches_with_state()
+            if elsewhere:  # a clone whose remote HEAD names another branch than the state's
+                raise NotInitialized(advice.state_elsewhere(str(self.root), elsewhere))
             raise NotInitialized(f"{self.root} has no state/ directory: run jobstate init there first")
+
+    def branches_with_state(self) -> list[str]:
+        """The other branches, local or remote-tracking, that hold a jobstate state (full ref names)."""
+        from jobstate.git.branches import branches_holding  # noqa: PLC0415 - start-up: on the way to a refusal
+
+        try:
+            head: str | None = self.git.head_ref()
+        except UsageError:  # detached
+            head = None
+        return branches_holding(self.root, (CONFIG_FILE, STATE), besides=head)
 
     def require_period_kind(self, period: Period) -> None:
         """Refuse a period of another kind than the repository counts (``period`` in jobstate.yaml)."""
