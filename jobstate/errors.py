@@ -43,7 +43,12 @@ EXIT_TABLE: tuple[ExitCode, ...] = (
         "done; also a repeat of what already landed: the step already completed, the same decision "
         "(approve, reject, resolve, supersede) already recorded, the episode already completed",
     ),
-    ExitCode(VERIFY_PROBLEMS, "verify found problems", "verify (and diff --strict) found state that breaks a rule"),
+    ExitCode(
+        VERIFY_PROBLEMS,
+        "verify found problems",
+        "verify (and diff --strict) found state that breaks a rule; migrate --check found legacy fields "
+        "no command reads",
+    ),
     ExitCode(
         USAGE,
         "usage or bad input",

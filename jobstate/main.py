@@ -188,7 +188,7 @@ DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
     ),
     "diff": ("diff", ("repo", "base", "rev", "fmt", "max_chars", "output", "strict")),
     "report": ("report", ("repo", "rev", "period", "since", "until", "fmt", "max_chars", "output")),
-    "migrate": ("migrate", ("options", "dry_run")),
+    "migrate": ("migrate", ("options", "dry_run", "check", "as_json")),
     "budget": ("budget", ("options", "period", "as_json")),
     "lock-info": ("lock_info", ("options", "as_json")),
 }
@@ -507,7 +507,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     max_chars(p)
 
     p = command("migrate", "legacy week-only IDs to versioned IDs, in one commit")
-    p.add_argument("--dry-run", action="store_true", help="print the plan and the YAML diff; write nothing")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan and the YAML diff; write nothing")
+    mode.add_argument(
+        "--check",
+        action="store_true",
+        help="list the legacy fields the migration keeps as text but no command reads (exit 1 when there is "
+        "one); write nothing",
+    )
+    p.add_argument("--json", action="store_true", help="with --check: print one JSON value instead of text")
 
     p = command("budget", "cap, spent, reserved and remaining per currency of one budget period (read-only)")
     p.add_argument("--period", help="a period ID; the budget period that contains it (default: the current one)")

@@ -25,6 +25,15 @@ def test_the_legacy_layout_is_read_and_kept_as_it_was() -> None:
     legacy = artifact_map({"final.mp4": f"sha256:{SHA}"}, "episode.yaml")["final.mp4"]
     assert (legacy.sha256, legacy.size, legacy.step) == (SHA, None, None)
     assert legacy.to_yaml() == f"sha256:{SHA}"
+    bare = artifact_map({"final.mp4": SHA}, "episode.yaml", legacy=True)["final.mp4"]
+    assert (bare.sha256, bare.size, bare.to_yaml()) == (SHA, None, SHA)  # kept as it was written
+
+
+def test_the_bare_hex_form_is_legacy_only() -> None:
+    with pytest.raises(StateInvalid, match="64 hex digits alone"):
+        artifacts_from_yaml_dict({"schema": 1, "artifacts": {"final.mp4": SHA}}, SOURCE)
+    with pytest.raises(StateInvalid, match="expected"):
+        artifact_map({"final.mp4": SHA.upper()}, "episode.yaml", legacy=True)
 
 
 @pytest.mark.parametrize(
@@ -42,7 +51,9 @@ def test_the_legacy_layout_is_read_and_kept_as_it_was() -> None:
 def test_a_malformed_record_is_state_invalid_naming_the_file_and_path(record: Any) -> None:
     with pytest.raises(StateInvalid) as caught:
         artifacts_from_yaml_dict({"schema": 1, "artifacts": {"final.mp4": record}}, SOURCE)
-    assert str(caught.value).startswith(f"{SOURCE}: artifact 'final.mp4': expected sha256 and size")
+    assert str(caught.value).startswith(
+        f"{SOURCE}: artifact 'final.mp4': expected {{sha256: <64 lowercase hex>, size: <bytes>}}"
+    )
     problems: list[str] = []
     assert artifact_map({"final.mp4": record, "ok.png": new_artifact(SHA, 1, "s").to_yaml()}, SOURCE, problems)
     assert len(problems) == 1

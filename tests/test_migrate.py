@@ -216,3 +216,90 @@ def test_a_migration_whose_proof_fails_writes_nothing(legacy: Path) -> None:
     assert "nothing was written" in proc.stderr
     assert git(legacy, "rev-parse", "HEAD") == head
     assert files() == before
+
+
+def test_a_migrated_episode_was_allocated_no_later_than_its_own_records_say(legacy: Path) -> None:
+    assert run_cli("migrate", cwd=legacy).returncode == 0
+    episode = loads((legacy / "state" / "2026-W30-0" / "episode.yaml").read_bytes(), "episode.yaml")
+    # the legacy record's approval (2026-07-10T10:00) comes before its completion (2026-07-11T18:00)
+    assert episode["allocated_at"] == "2026-07-10T10:00:00Z"
+    assert episode["allocated_at"] < episode["completed_at"]
+    assert "status" not in episode  # a status is derived, never stored
+    shown = run_cli("show", "2026-W30-0", "--json", cwd=legacy)
+    assert '"status": "completed"' in shown.stdout, shown.stdout
+
+
+def test_an_episode_the_legacy_record_names_no_time_for_is_allocated_at_the_migration(tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    make_legacy_repo(repo, ["2026-W30"])
+    path = repo / "state" / "2026-W30" / "episode.yaml"
+    path.write_text(
+        "".join(line + "\n" for line in path.read_text().splitlines() if not line.startswith(("approval", "completed")))
+    )
+    (repo / "history" / "2026-W30.yaml").unlink()
+    git(repo, "commit", "-qam", "an episode that was never approved")
+    assert run_cli("migrate", cwd=repo).returncode == 0
+    episode = loads((repo / "state" / "2026-W30-0" / "episode.yaml").read_bytes(), "episode.yaml")
+    assert episode["allocated_at"] == episode["migration"]["migrated_at"]
+
+
+def test_bare_hex_artifacts_of_a_legacy_record_migrate_and_verify(legacy: Path) -> None:
+    for path in (legacy / "state" / "2026-W31" / "episode.yaml", legacy / "history" / "2026-W31.yaml"):
+        path.write_text(path.read_text().replace("'sha256:", "'"))
+    git(legacy, "commit", "-qam", "hashes as another pipeline wrote them")
+    base = git(legacy, "rev-parse", "HEAD").strip()
+    proc = run_cli("migrate", cwd=legacy)
+    assert proc.returncode == 0, proc.stderr
+    proof = run_cli("verify", "--rev", "HEAD", "--against", base, cwd=legacy)
+    assert proof.returncode == 0, proof.stdout
+    assert "preserved:" in proof.stdout
+
+
+def test_migrate_check_lists_what_no_command_reads_and_writes_nothing(legacy: Path) -> None:
+    path = legacy / "state" / "2026-W30" / "episode.yaml"
+    text = path.read_text().replace("currency: USD, remote_ref", "currency: USD, vendor: acme, remote_ref", 1)
+    path.write_text(text + "notes: re-cut after legal review\nduration_s: 1260\n")
+    hist = legacy / "history" / "2026-W31.yaml"
+    hist.write_text(hist.read_text() + "published_url: https://example.test/w31\n")
+    git(legacy, "commit", "-qam", "fields other pipelines kept")
+    before = tree_state(legacy)
+    proc = run_cli("migrate", "--check", cwd=legacy)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "state/2026-W30/episode.yaml: notes",
+        "state/2026-W30/episode.yaml: duration_s",
+        "state/2026-W30/episode.yaml: costs[0].vendor",
+        "history/2026-W31.yaml: published_url",
+    ]
+    assert "4 legacy field(s) in 3 legacy episode(s)" in proc.stderr
+    as_json = run_cli("migrate", "--check", "--json", cwd=legacy)
+    assert as_json.returncode == 1
+    assert '"unread_fields": ["state/2026-W30/episode.yaml: notes"' in as_json.stdout
+    assert tree_state(legacy) == before
+    # the migration itself keeps them as text, byte for byte
+    assert run_cli("migrate", cwd=legacy).returncode == 0
+    assert "notes: re-cut after legal review" in (legacy / "state" / "2026-W30-0" / "episode.yaml").read_text()
+
+
+def test_migrate_check_of_a_clean_legacy_state_exits_0_and_meets_the_migrations_refusals(legacy: Path) -> None:
+    proc = run_cli("migrate", "--check", cwd=legacy)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert "every field of 3 legacy episode(s) is carried over" in proc.stderr
+    (legacy / "state" / "2026-W30" / "final.mp4").write_bytes(b"tampered")
+    git(legacy, "commit", "-qam", "a file that no longer matches its hash")
+    refused = run_cli("migrate", "--check", cwd=legacy)
+    assert refused.returncode == 7, refused.stderr
+    assert "no longer matches" in refused.stderr
+    both = run_cli("migrate", "--check", "--dry-run", cwd=legacy)
+    assert both.returncode == 2
+
+
+def test_migrate_check_escapes_a_hostile_field_name(legacy: Path) -> None:
+    path = legacy / "state" / "2026-W30" / "episode.yaml"
+    path.write_text(path.read_text() + '"evil\\e[31mred": 1\n')
+    git(legacy, "commit", "-qam", "a field name with an escape sequence")
+    proc = run_cli("migrate", "--check", cwd=legacy)
+    assert proc.returncode == 1, proc.stderr
+    assert "\x1b" not in proc.stdout
+    assert "evil" in proc.stdout

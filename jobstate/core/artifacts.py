@@ -1,8 +1,8 @@
 """``artifacts.yaml``: the files a paid step recorded, typed. One reader, one writer. Pure.
 
 A current record is ``{path: {sha256, size, step}}``; a legacy episode.yaml (and a migrated one,
-which keeps its fields) holds ``{path: 'sha256:<hex>'}``. One reader takes both, for the
-commands, ``verify`` and the reviews alike.
+which keeps its fields) holds ``{path: 'sha256:<hex>'}`` or the bare ``{path: <hex>}`` some
+pipelines wrote. One reader takes all three, for the commands, ``verify`` and the reviews alike.
 """
 
 from __future__ import annotations
@@ -38,10 +38,13 @@ def new_artifact(sha256: str, size: int, step: str) -> Artifact:
     return artifact_from_yaml({"sha256": sha256, "size": size, "step": step}, "artifact", "?")
 
 
-def artifact_from_yaml(value: Any, source: str, name: str) -> Artifact:
-    """Check one record, in either layout; anything malformed is StateInvalid naming ``source``."""
+def artifact_from_yaml(value: Any, source: str, name: str, *, legacy: bool = False) -> Artifact:
+    """Check one record, in either layout (the bare hex form only in a ``legacy`` one: an episode.yaml
+    or a history file); anything malformed is StateInvalid naming ``source``."""
     if isinstance(value, str) and value.startswith("sha256:") and _SHA256.fullmatch(value[7:]):
         return Artifact(value[7:], None, None, value)
+    if legacy and isinstance(value, str) and _SHA256.fullmatch(value):
+        return Artifact(value, None, None, value)
     if isinstance(value, dict):
         sha, size, step = value.get("sha256"), value.get("size"), value.get("step")
         if (
@@ -53,11 +56,17 @@ def artifact_from_yaml(value: Any, source: str, name: str) -> Artifact:
             and (step is None or isinstance(step, str))
         ):
             return Artifact(sha, size, step, dict(value))
-    raise StateInvalid(f"{source}: artifact {name!r}: expected sha256 and size, found {reprlib.repr(value)}")
+    raise StateInvalid(
+        f"{source}: artifact {name!r}: expected {{sha256: <64 lowercase hex>, size: <bytes>}} (or, in a legacy "
+        f"record, 'sha256:<64 lowercase hex>' or the 64 hex digits alone), found {reprlib.repr(value)}"
+    )
 
 
-def artifact_map(value: Any, source: str, problems: list[str] | None = None) -> dict[str, Artifact]:
-    """The ``artifacts`` mapping of a record file (or of a legacy episode.yaml): path -> Artifact.
+def artifact_map(
+    value: Any, source: str, problems: list[str] | None = None, *, legacy: bool = False
+) -> dict[str, Artifact]:
+    """The ``artifacts`` mapping of a record file (or, ``legacy``, of an episode.yaml or a history file):
+    path -> Artifact.
 
     Without ``problems`` the first malformed record raises StateInvalid; with it (verify), each is
     described there, without ``source``, and left out.
@@ -73,7 +82,7 @@ def artifact_map(value: Any, source: str, problems: list[str] | None = None) -> 
                 validate_artifact_path(name)  # the writer's rule, so no reader sees a path it would refuse
             except UsageError as exc:
                 raise StateInvalid(f"{source}: {exc}") from None
-            out[str(name)] = artifact_from_yaml(record, source, str(name))
+            out[str(name)] = artifact_from_yaml(record, source, str(name), legacy=legacy)
         except StateInvalid as exc:
             report_or_raise(exc, source, problems)
     return out

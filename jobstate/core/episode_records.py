@@ -28,6 +28,29 @@ T = TypeVar("T")
 # (path, message): a malformed part of a record, left out of the value; verify reports it
 Problems = list[tuple[str, str]]
 
+# The legacy layout, field by field: what this normaliser reads (docs/review-and-ci.md#the-legacy-layout).
+# A migration keeps every other field as text, and nothing ever reads it: migrate --check lists them.
+LEGACY_EPISODE_FIELDS = ("week", "remote_tasks", "approval", "costs", "completed_at", "artifacts")
+LEGACY_HISTORY_FIELDS = ("week", "completed_at", "artifacts", "approval", "remote_refs", "cost_totals")
+LEGACY_COST_FIELDS = ("step", "amount", "currency", "remote_ref")
+LEGACY_APPROVAL_FIELDS = ("status", "by", "at", "reason")
+
+
+def legacy_fields_not_read(data: Any, *, history: bool) -> list[str]:
+    """The fields of a loaded legacy episode.yaml (or history file) that no command reads:
+    ``notes``, ``costs[1].vendor``, ``approval.comment``."""
+    if not isinstance(data, dict):
+        return []
+    known = LEGACY_HISTORY_FIELDS if history else LEGACY_EPISODE_FIELDS
+    out = [str(name) for name in data if name not in known]
+    costs = data.get("costs") if not history else None
+    for i, entry in enumerate(costs if isinstance(costs, list) else []):
+        if isinstance(entry, dict):
+            out += [f"costs[{i}].{name}" for name in entry if name not in LEGACY_COST_FIELDS]
+    if isinstance(data.get("approval"), dict):
+        out += [f"approval.{name}" for name in data["approval"] if name not in LEGACY_APPROVAL_FIELDS]
+    return out
+
 
 @dataclass
 class EpisodeRecords:
@@ -174,5 +197,5 @@ def legacy_fields(records: EpisodeRecords, data: dict[str, Any], source: str, pr
     records.legacy_approval = records.legacy_approval or "approval" in data
     if data.get("completed_at") is not None:
         records.legacy_completed_at = time_text(data["completed_at"]) or str(data["completed_at"])
-    found = _reporting(lambda found: artifact_map(data.get("artifacts"), source, found), source, problems)
+    found = _reporting(lambda found: artifact_map(data.get("artifacts"), source, found, legacy=True), source, problems)
     records.artifacts = {**found, **records.artifacts}

@@ -438,7 +438,7 @@ def history_artifact_problems(
         return []
     where = history_path(eid)
     found: list[str] = []
-    listed = {k: a.sha256 for k, a in artifact_map(history.get("artifacts"), where, found).items()}
+    listed = {k: a.sha256 for k, a in artifact_map(history.get("artifacts"), where, found, legacy=True).items()}
     actual = {k: a.sha256 for k, a in artifacts.items()}
     if listed == actual and not found:
         return []

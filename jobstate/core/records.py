@@ -47,7 +47,9 @@ class Episode(NamedTuple):
     sequence: int
     allocation_key: str
     allocated_at: str
-    status: str = "allocated"
+    # what older jobstate versions wrote (``status: allocated``, never updated): kept as it is, never
+    # read; a status is derived from the records (core.status), so new episodes store none
+    status: str | None = None
     extra: dict[str, Any] = {}  # noqa: RUF012 - a NamedTuple default, never mutated: fields jobstate does not know
 
     @property
@@ -68,8 +70,9 @@ class Episode(NamedTuple):
             sequence=self.sequence,
             allocation_key=self.allocation_key,
             allocated_at=self.allocated_at,
-            status=self.status,
         )
+        if self.status is not None:
+            out["status"] = self.status
         out.update(self.extra)
         return out
 
@@ -143,7 +146,9 @@ def episode_from_yaml_dict(data: Any, source: str, directory_name: str | None) -
     except UsageError as exc:
         raise StateInvalid(f"{source}: {exc}") from None
     allocated_at = _require(data, "allocated_at", str, source)
-    status = _require(data, "status", str, source)
+    status = data.get("status")
+    if status is not None and not isinstance(status, str):
+        raise StateInvalid(f"{source}: status must be text, found {reprlib.repr(status)}")
     parse_period(period.id)
     extra = {k: v for k, v in data.items() if k not in EPISODE_FIELDS}
     return Episode(episode_id, period.id, period.kind, sequence, key, allocated_at, status, extra)

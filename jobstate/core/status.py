@@ -1,7 +1,8 @@
 """What an episode is now, derived from its records. Pure: values in, values out.
 
-``episode.yaml`` is written once, at allocation, and says ``status: allocated``
-for ever; the truth is in the records that follow it. The order below is the
+Nothing stores a status: ``episode.yaml`` is written once, at allocation (an older jobstate
+wrote ``status: allocated`` there, kept and never read); the truth is in the records that
+follow it. The order below is the
 order of what matters most to whoever asks:
 
 - ``completed``: history/<id>.yaml exists;

@@ -9,15 +9,18 @@ survived exactly. It never reads credentials nor touches a vendor.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
 
 from jobstate.core.artifacts import artifact_map
 from jobstate.core.clock import format_time
+from jobstate.core.episode_records import legacy_fields_not_read
 from jobstate.core.layout import HISTORY, STATE
 from jobstate.core.names import validate_artifact_path
-from jobstate.core.periods import parse_period
+from jobstate.core.periods import parse_period, parse_time
 from jobstate.core.records import episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import AllocationConflict, ConcurrentUpdate, StateInvalid, UsageError, VerifyFailed
 from jobstate.hashing import sha256_file
@@ -74,7 +77,6 @@ def _header(week: str, new_id: str, original: dict[str, Any], migrated_at: str, 
         return {
             k: v for k, v in {"schema": 1, "episode_id": new_id, "migration": migration}.items() if k not in original
         }
-    completed = original.get("completed_at") is not None
     added: dict[str, Any] = {
         "schema": 1,
         "episode_id": new_id,
@@ -82,11 +84,30 @@ def _header(week: str, new_id: str, original: dict[str, Any], migrated_at: str, 
         "week_id": week,
         "sequence": 0,
         "allocation_key": f"legacy:{week}",
-        "allocated_at": migrated_at,
-        "status": "completed" if completed else "allocated",
+        "allocated_at": _allocated_by(original, migrated_at),
         "migration": migration,
     }
     return {k: v for k, v in added.items() if k not in original}
+
+
+def _allocated_by(original: dict[str, Any], migrated_at: str) -> str:
+    """The legacy layout never recorded the allocation: the earliest time its record names (the approval
+    or the completion), since the episode existed by then; the migration time when it names none."""
+    found = [original.get("completed_at")]
+    if isinstance(original.get("approval"), dict):
+        found.append(original["approval"].get("at"))
+    moments = []
+    for value in found:
+        moment: Any = value
+        if isinstance(value, str):
+            with contextlib.suppress(UsageError):
+                moment = parse_time(value)
+        if isinstance(moment, date) and not isinstance(moment, datetime):  # an unquoted YAML date
+            moment = datetime(moment.year, moment.month, moment.day)
+        if isinstance(moment, datetime):
+            moments.append(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    earliest = min(moments, default=None)
+    return format_time(earliest) if earliest is not None and earliest < parse_time(migrated_at) else migrated_at
 
 
 def _rewrite(rel: str, text: bytes, week: str, new_id: str, migrated_at: str, *, history: bool) -> bytes:
@@ -148,9 +169,26 @@ def plan(store: Store, migrated_at: str) -> list[Move]:
     return list(moves.values())
 
 
+def unread_fields(store: Store) -> tuple[list[Move], list[str]]:
+    """``migrate --check``: the plan (refused as a migration would be) and every field of the legacy
+    files that the migration keeps as text but no command will read, as ``<file>: <field>``. Read-only."""
+    _refuse_dirty(store)
+    moves = plan(store, format_time(store.now()))
+    states, histories = _legacy_weeks(store)
+    out = []
+    for rels, history in (
+        ([f"{STATE}/{w}/episode.yaml" for w in states], False),
+        ([f"{HISTORY}/{w}.yaml" for w in histories], True),
+    ):
+        for rel in rels:
+            data = load_file(store.path(rel), rel)
+            out += [f"{rel}: {name}" for name in legacy_fields_not_read(data, history=history)]
+    return moves, out
+
+
 def _check_artifacts(store: Store, week: str, rel: str) -> None:
     data = load_file(store.path(rel), rel)
-    found = artifact_map(data.get("artifacts") if isinstance(data, dict) else None, rel)
+    found = artifact_map(data.get("artifacts") if isinstance(data, dict) else None, rel, legacy=True)
     for name, recorded in found.items():
         try:
             validate_artifact_path(name)
