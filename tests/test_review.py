@@ -89,7 +89,8 @@ def test_changes_that_should_never_happen_come_first_and_loud(
     git(history, "commit", "-qam", "hand edits")
     code, out, err = _cli(capsys, "diff", "HEAD~1", "--repo", str(history))
     assert code == 0, err
-    kinds = [line.removeprefix("  !! ").split("  ")[0] for line in out.splitlines()[3:8]]
+    assert out.splitlines()[3].split() == ["!!", "CHANGE", "EPISODE", "WHAT"]
+    kinds = [line.removeprefix("  !! ").split("  ")[0] for line in out.splitlines()[4:9]]
     # the key of 2026-W33-1 changed, and it is the key the deleted 2026-W34-0 had: two rules broken
     assert out.splitlines()[2] == "!! Changes that should never happen (5):"
     assert kinds == ["episode deleted", "completed episode edited", "cost entry rewritten", "key moved", "key moved"]
@@ -180,6 +181,8 @@ def test_demo_ends_with_the_diff_of_its_week_and_a_report(tmp_path: Path) -> Non
     assert "step rework of 2026-W33-1 attempt 1 settled by probe: not submitted" in proc.stdout
     assert "$ jobstate resolve" not in proc.stdout
     tail = proc.stdout[proc.stdout.index("== review: what the week changed") :]
-    assert "Episodes allocated (4):\n    2026-W33-1  2026-W33  weekly-episode:2026-08-14" in tail
+    allocated = tail[tail.index("Episodes allocated (4):\n") :].splitlines()
+    assert allocated[1].split() == ["EPISODE", "PERIOD", "KEY"]
+    assert allocated[2].split() == ["2026-W33-1", "2026-W33", "weekly-episode:2026-08-14"]
     assert "Approvals and rejections (2):" in tail
     assert "jobstate report HEAD: 13 episodes, spend 41.15 USD" in tail

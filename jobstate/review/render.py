@@ -143,7 +143,8 @@ def to_text(head: str, sections: list[Section], empty: str = "") -> str:
             lines.append(f"  {mark}{escape.text(sec.note)}")
         rows = [[escape.text(c) for c in row] for row in sec.rows]
         widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(sec.headers)]
-        for row in rows:
+        # one header row, in capitals as kubectl and ps print theirs, so a column is never a guess
+        for row in [[h.upper() for h in sec.headers], *rows] if rows else []:
             cells = [c.ljust(min(w, 40)) for c, w in zip(row[:-1], widths, strict=False)] + row[-1:]
             lines.append(f"  {mark}" + "  ".join(cells).rstrip())
     return "\n".join(lines) + "\n"
