@@ -189,7 +189,7 @@ DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
     "diff": ("diff", ("repo", "base", "rev", "fmt", "max_chars", "output", "strict")),
     "report": ("report", ("repo", "rev", "period", "since", "until", "fmt", "max_chars", "output")),
     "migrate": ("migrate", ("options", "dry_run", "check", "as_json")),
-    "budget": ("budget", ("options", "period", "as_json")),
+    "budget": ("budget", ("options", "period", "as_json", "action", "by", "reason")),
     "lock-info": ("lock_info", ("options", "as_json")),
 }
 COMMANDS = frozenset(DISPATCH)  # the first word picks the one parser to build
@@ -517,8 +517,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="with --check: print one JSON value instead of text")
 
-    p = command("budget", "cap, spent, reserved and remaining per currency of one budget period (read-only)")
+    p = command(
+        "budget",
+        "cap, spent, reserved and remaining per currency of one budget period (read-only); "
+        "budget acknowledge records that a person reviewed its overrun",
+    )
+    p.add_argument(
+        "action",
+        nargs="?",
+        choices=["acknowledge"],
+        help="acknowledge: record, in one commit, that the period's overrun was reviewed; verify and diff then "
+        "stop failing on it (up to what was spent when acknowledged)",
+    )
     p.add_argument("--period", help="a period ID; the budget period that contains it (default: the current one)")
+    p.add_argument("--by", help="with acknowledge: who reviewed the overrun (1-200 characters)")
+    p.add_argument("--reason", help="with acknowledge: why it is accepted (1-1000 characters)")
     json_flag(p)
 
     p = command("lock-info", "say who holds the lock (read-only)")

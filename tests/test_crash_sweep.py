@@ -175,6 +175,16 @@ def _approved(w: World) -> None:
     w.jobstate("approve", "--episode", EID, "--by", "editor")
 
 
+def _overrun(w: World) -> None:
+    """A week that spent 12.40, and a cap of 10.00 added after it: verify fails until someone acknowledges."""
+    _generated(w)
+    config = w.repo / "jobstate.yaml"
+    config.write_text(config.read_text() + "budget:\n  per: week\n  limits: {USD: '10.00'}\n")
+    git(w.repo, "commit", "-qam", "a budget, added after the week was spent")
+    if w.remote:
+        git(w.repo, "push", "-q", "origin", "main")
+
+
 def _legacy(w: World) -> None:
     seed = w.root / "seed" if w.remote else w.repo
     make_legacy_repo(seed, ["2026-W30", "2026-W31"])
@@ -253,6 +263,13 @@ SCENARIOS = [
     Scenario("approve", _generated, lambda w: ["approve", "--episode", EID, "--by", "editor"], _nothing, 1),
     Scenario("complete", _approved, lambda w: ["complete", "--episode", EID], _nothing, 1),
     Scenario("migrate", _legacy, lambda w: ["migrate"], _nothing, 0, ("2026-W30", "2026-W31")),
+    Scenario(
+        "budget-acknowledge",
+        _overrun,
+        lambda w: ["budget", "acknowledge", "--period", WEEK, "--by", "finance", "--reason", "cap added later"],
+        _nothing,
+        1,
+    ),
 ]
 
 

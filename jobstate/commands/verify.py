@@ -53,7 +53,7 @@ def verify(
 
 def _print_text(report: Report, strict: bool) -> None:
     for problem in report.problems:
-        level = "error" if strict or problem.severity == "error" else "warning"
+        level = "error" if report.fails(problem, strict) else "warning"
         print(escape.text(f"{problem.path}: {level}: {problem.message}"))
     if report.against is not None:
         if not report.migrated:

@@ -8,11 +8,12 @@ episode's period, so a weekly episode counts in the month its Monday falls in.
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import CostEntry, still_held
@@ -33,19 +34,25 @@ class Budget:
     per: str  # a period kind: day, iso-week or month
     limits: dict[str, str] = field(default_factory=dict)  # currency -> decimal string
     warn_at: str | None = None  # a fraction of the cap as a decimal string, e.g. "0.8"
+    since: str | None = None  # the first budget period review judges (a budget added to an older state)
 
     def to_json_dict(self) -> dict[str, Any]:
         """For the config cache."""
-        return {"per": self.per, "limits": dict(self.limits), "warn_at": self.warn_at}
+        return {"per": self.per, "limits": dict(self.limits), "warn_at": self.warn_at, "since": self.since}
+
+    def judges(self, budget_period_id: str) -> bool:
+        """Whether review (verify, diff, report) holds this budget period to the caps: the periods before
+        ``since`` were spent before the budget existed. New reservations are checked in every period."""
+        return self.since is None or first_day(parse_period(budget_period_id)) >= first_day(parse_period(self.since))
 
 
 def budget_from_yaml_dict(data: Any, period_kind: str, source: str) -> Budget:
     """Check ``budget:``; every problem is StateInvalid naming the key."""
     if not isinstance(data, dict):
         raise StateInvalid(f"{source}: budget must be a mapping with per, limits and warn_at")
-    unknown = sorted(set(data) - {"per", "limits", "warn_at"})
+    unknown = sorted(set(data) - {"per", "limits", "warn_at", "since"})
     if unknown:
-        raise StateInvalid(f"{source}: budget: unknown setting {unknown[0]!r}; known: per, limits, warn_at")
+        raise StateInvalid(f"{source}: budget: unknown setting {unknown[0]!r}; known: per, limits, warn_at, since")
     per_name = data.get("per")
     if per_name is None:
         per = period_kind
@@ -71,7 +78,19 @@ def budget_from_yaml_dict(data: Any, period_kind: str, source: str) -> Budget:
         if Decimal(cap) < 0:
             raise StateInvalid(f"{source}: budget.limits.{currency}: a cap cannot be negative")
         checked[currency] = cap
-    return Budget(per, checked, _warn_fraction(data.get("warn_at"), source))
+    return Budget(per, checked, _warn_fraction(data.get("warn_at"), source), _since(data.get("since"), per, source))
+
+
+def _since(value: Any, per: str, source: str) -> str | None:
+    """``since``: a period ID (the budget period that contains its first day is the first one judged)."""
+    if value is None:
+        return None
+    try:
+        return budget_period(parse_period(value), per).id
+    except (UsageError, TypeError):
+        raise StateInvalid(
+            f"{source}: budget.since must be a period ID such as '2026-W30' or '2026-08', found {value!r}"
+        ) from None
 
 
 def _warn_fraction(value: Any, source: str) -> str | None:
@@ -101,6 +120,18 @@ def first_day(period: Period) -> date:
 def budget_period(period: Period, per: str) -> Period:
     """The budget period an episode's period counts in."""
     return period_of(first_day(period), per)
+
+
+def asked_budget_period(period_id: str, per: str) -> Period:
+    """The budget period ``--period`` names: the one that contains the period given, which may not be
+    longer than a budget period (a month asked of weekly budgets names no one week)."""
+    asked = parse_period(period_id)
+    if longer(asked.kind, per):
+        name = next(name for name, kind in PER.items() if kind == per)  # week, not iso-week
+        raise UsageError(
+            f"--period {asked.id} is a {asked.kind}, longer than the budget's {name}: give a {name} or a day in it"
+        )
+    return budget_period(asked, per)
 
 
 def episode_periods(budget_period_id: str, period_kind: str) -> list[str]:
@@ -167,6 +198,81 @@ class Usage:
             "reserved": str(self.reserved),
             "remaining": str(self.remaining),
         }
+
+
+class Acknowledgement(NamedTuple):
+    """An overrun of one budget period and currency that a person has reviewed and accepted
+    (``jobstate budget acknowledge``): review no longer fails on it, up to the ``total`` it saw."""
+
+    period: str  # the budget period
+    currency: str
+    total: str  # spent and reserved when acknowledged, a decimal string
+    cap: str
+    by: str
+    at: str
+    reason: str
+    fields: dict[str, Any]
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """The entry as written."""
+        return dict(self.fields)
+
+
+ACK_SCHEMA = 1
+MAX_ACK_NOTE = 1000
+
+
+def acknowledgement_from_yaml_dict(data: Any, source: str) -> Acknowledgement:
+    """Check one entry of history/budget/acknowledged.yaml; anything malformed is StateInvalid."""
+    if not isinstance(data, dict):
+        raise StateInvalid(f"{source}: an acknowledgement must be a mapping")
+    names = ("period", "currency", "total", "cap", "by", "at", "reason")
+    missing = [name for name in names if not isinstance(data.get(name), str)]
+    if missing:
+        raise StateInvalid(f"{source}: acknowledgement {reprlib.repr(data)}: {missing[0]} must be text")
+    try:
+        parse_period(data["period"])
+        validate_currency(data["currency"])
+        validate_amount(data["total"])
+        validate_amount(data["cap"])
+        for name in ("by", "reason"):
+            note_problem = _note_problem(data[name])
+            if note_problem:
+                raise UsageError(f"{name} {note_problem}")
+    except UsageError as exc:
+        raise StateInvalid(f"{source}: acknowledgement of {data['period']!r}: {exc}") from None
+    return Acknowledgement(
+        data["period"], data["currency"], data["total"], data["cap"], data["by"], data["at"], data["reason"], dict(data)
+    )
+
+
+def _note_problem(value: str) -> str | None:
+    if not value.strip() or len(value) > MAX_ACK_NOTE or not value.isprintable():
+        return f"must be one line of 1 to {MAX_ACK_NOTE} printable characters"
+    return None
+
+
+def acknowledgements_from_yaml_dict(data: Any, source: str) -> list[Acknowledgement]:
+    """Check a loaded history/budget/acknowledged.yaml: its entries, oldest first."""
+    if not isinstance(data, dict) or data.get("schema") != ACK_SCHEMA or not isinstance(data.get("entries"), list):
+        raise StateInvalid(f"{source}: expected a mapping with schema: {ACK_SCHEMA} and a list of entries")
+    return [acknowledgement_from_yaml_dict(entry, source) for entry in data["entries"]]
+
+
+def acknowledgements_to_yaml_dict(entries: Sequence[Acknowledgement]) -> dict[str, Any]:
+    """The whole file for ``entries``."""
+    return {"schema": ACK_SCHEMA, "entries": [e.to_yaml_dict() for e in entries]}
+
+
+def acknowledged(
+    entries: Iterable[Acknowledgement], period: str, currency: str, total: Decimal
+) -> Acknowledgement | None:
+    """The acknowledgement that covers ``total`` spent and reserved in this budget period, if any: one
+    made when at least as much was spent. Anything spent after it is judged again."""
+    for entry in entries:
+        if entry.period == period and entry.currency == currency and Decimal(entry.total) >= total:
+            return entry
+    return None
 
 
 def check_reservation(usage: Usage, asked: Decimal) -> None:

@@ -8,6 +8,8 @@ PRIVATE = ".jobstate"
 CONFIG_FILE = "jobstate.yaml"
 # tombstones of retired episodes: their ID and key are never handed out again
 RETIRED = f"{HISTORY}/retired"
+# overruns of a budget period a person reviewed and accepted (jobstate budget acknowledge), append-only
+BUDGET_ACKNOWLEDGED = f"{HISTORY}/budget/acknowledged.yaml"
 # the remote tip this clone last pushed or fetched (host-local)
 REMOTE_TIP_FILE = f"{PRIVATE}/remote-tip.json"
 # a command's report jobstate refused to record, kept for the operator instead of read again

@@ -6,13 +6,14 @@ every change and every commit of a range (review/changes.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
-from jobstate.core.layout import EPISODE_FILE, episode_dir, record_path
-from jobstate.core.model import Records, Violation, episode_change
-from jobstate.core.periods import is_period
+from jobstate.core.budget import Acknowledgement, first_day
+from jobstate.core.layout import BUDGET_ACKNOWLEDGED, EPISODE_FILE, episode_dir, record_path
+from jobstate.core.model import Records, Violation, episode_change, ledger_change
+from jobstate.core.periods import is_period, parse_period
 
 
 class EpisodeState(Records, Protocol):
@@ -35,6 +36,9 @@ class State(Protocol):
 
     @property
     def settings(self) -> Settings | None: ...
+
+    @property
+    def acknowledgements(self) -> Sequence[Acknowledgement]: ...
 
 
 def migrated_from(base: State, new: State) -> dict[str, str]:
@@ -102,7 +106,22 @@ def state_violations(base: State, new: State) -> list[Violation]:
             )
     if base.settings is not None and new.settings is not None:
         out += settings_change(base.settings, new.settings, episodes=bool(base.episodes))
+    out += ledger_change(
+        "-",
+        BUDGET_ACKNOWLEDGED,
+        "entries",
+        list(base.acknowledgements),
+        list(new.acknowledgements),
+        kind="budget acknowledgement rewritten",
+    )
     return out
+
+
+def _later(new: str | None, old: str | None) -> bool:
+    """Whether ``new`` judges fewer periods than ``old`` (budget periods of one kind; None judges all)."""
+    if new is None:
+        return False
+    return old is None or first_day(parse_period(new)) > first_day(parse_period(old))
 
 
 def key_owner_problem(key: str, owners: list[str], retired_by: str | None) -> str | None:
@@ -132,6 +151,7 @@ class Settings(NamedTuple):
     period: str
     budget_per: str | None
     limits: Mapping[str, str]
+    budget_since: str | None = None  # the first budget period review judges
 
 
 def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Violation]:
@@ -147,6 +167,8 @@ def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Vio
         alarm("budget", old.budget_per, None, "a budget, once set, is not removed in review")
     elif old.budget_per is not None and old.budget_per != new.budget_per:
         alarm("budget.per", old.budget_per, new.budget_per, "the budget period never changes")
+    if old.budget_per is not None and old.budget_per == new.budget_per and _later(new.budget_since, old.budget_since):
+        alarm("budget.since", old.budget_since, new.budget_since, "a budget's first judged period never moves later")
     for currency, cap in sorted(old.limits.items()):
         now = new.limits.get(currency)
         if new.budget_per is not None and (now is None or Decimal(now) > Decimal(cap)):

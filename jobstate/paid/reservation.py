@@ -70,7 +70,7 @@ def reserve(
             "nothing was run"
         )
     period = budget_period(parse_period(episode.period_id), budget.per).id
-    _refuse_uncommitted_inputs(store, episode_periods(period, store.config.period))
+    refuse_uncommitted_inputs(store, episode_periods(period, store.config.period))
     current = budget_usage(store, budget, period)[currency]
     check_reservation(current, amount)
     if crosses_warning(current, amount, budget.warn_at):
@@ -81,10 +81,10 @@ def reserve(
     return reservation
 
 
-def _refuse_uncommitted_inputs(store: Store, periods: list[str]) -> None:
+def refuse_uncommitted_inputs(store: Store, periods: list[str], *also: str) -> None:
     """The budget decision reads committed state only: an edit of the cap or of a ledger in the period
     that nobody committed is refused (exit 2), never taken as the truth."""
-    specs = [CONFIG_FILE, *(f"{STATE}/{p}-*/{name}" for p in periods for name in (COSTS, SUBMISSIONS))]
+    specs = [CONFIG_FILE, *also, *(f"{STATE}/{p}-*/{name}" for p in periods for name in (COSTS, SUBMISSIONS))]
     for code, path in store.git.status(*specs):
         if code != "??":
             raise DirtyState(

@@ -57,7 +57,7 @@ def github_annotations(report: Report, path: Path, *, rev: str | None, strict: b
     lines = []
     try:
         for p in report.problems:
-            level = "error" if strict or p.severity == "error" else "warning"
+            level = "error" if report.fails(p, strict) else "warning"
             where = f"file={_escape_property(p.path)},line={problem_line(snap, p)}"
             lines.append(f"::{level} {where},title=jobstate verify::{_escape_data(p.message)}")
     finally:

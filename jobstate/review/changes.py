@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobstate.core.layout import episode_of
+from jobstate.core.layout import CONFIG_FILE, episode_of
 from jobstate.core.model import Violation
 from jobstate.core.rules_state import migrated_from, state_violations
 from jobstate.review.revision import read_state
@@ -28,6 +28,15 @@ def touched(cwd: Path, base: str, rev: str) -> set[str] | None:
         return None
     paths = [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
     return {name for name in map(_episode_of, paths) if name is not None}
+
+
+def changed_paths(cwd: Path, base: str, rev: str | None) -> tuple[frozenset[str], frozenset[str]]:
+    """The state paths that differ between ``base`` and ``rev`` (the work tree when None), and the episodes
+    they describe."""
+    spec = (base,) if rev is None else (base, rev)
+    proc = git_read(cwd, "diff", "--no-renames", "--name-only", "-z", *spec, "--", "state", "history", CONFIG_FILE)
+    paths = frozenset(p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p)
+    return paths, frozenset(name for name in map(_episode_of, paths) if name is not None)
 
 
 def change_violations(path: Path, base: str, rev: str) -> tuple[list[Violation], list[str], dict[str, str]]:

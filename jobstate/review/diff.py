@@ -56,6 +56,7 @@ class Diff:
     retired: list[dict[str, Any]] = field(default_factory=list)  # episodes jobstate retire took out, with why
     preservation: list[str] | None = None  # verify --against lines; None when nothing was migrated
     budgets: list[dict[str, Any]] = field(default_factory=list)  # use of the budget periods the change touched
+    acknowledged: list[dict[str, Any]] = field(default_factory=list)  # budget overruns people accepted
     unreadable: list[str] = field(default_factory=list)
 
     def cost_totals(self) -> dict[str, str]:
@@ -76,6 +77,7 @@ class Diff:
             and not self.migrations
             and not self.settings
             and not self.retired
+            and not self.acknowledged
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -99,6 +101,7 @@ class Diff:
             "preserved": None if self.preservation is None else not self.preservation,
             "preservation_differences": self.preservation or [],
             "budgets": self.budgets,
+            "acknowledged": self.acknowledged,
             "unreadable": self.unreadable,
         }
 
@@ -223,7 +226,7 @@ def _settings_rows(base: StateView, new: StateView) -> list[dict[str, Any]]:
     if old is None or cur is None:
         return [{"setting": "jobstate.yaml", "old": "unreadable" if old is None else "read", "new": "changed"}]
     rows = []
-    for name in ("period", "budget_per"):
+    for name in ("period", "budget_per", "budget_since"):
         if getattr(old, name) != getattr(cur, name):
             rows.append({"setting": name.replace("_", "."), "old": getattr(old, name), "new": getattr(cur, name)})
     for currency in sorted(set(old.limits) | set(cur.limits)):
@@ -255,6 +258,7 @@ ALARM_ORDER = [
     "artifact changed after approval",
     "artifact overwritten",
     "cost entry rewritten",
+    "budget acknowledgement rewritten",
     "charge without its attempt",
     "key moved",
     "key not canonical",
@@ -347,7 +351,9 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     touched |= {
         new.episodes[str(s["episode_id"])].period_id for s in result.steps if s.get("episode_id") in new.episodes
     }
-    result.budgets = budget_use(new, touched)
+    acknowledged = appended(old.acknowledgements, new.acknowledgements)
+    result.acknowledged = [entry.to_yaml_dict() for entry in acknowledged]
+    result.budgets = budget_use(new, touched, also={entry.period for entry in acknowledged})
     _key_alarms(new, result)
     for eid, text in merge_findings(locate(path), old.commit, new.commit, work_tree=False):
         result.alarms.append({"kind": "ID handed out twice", "episode": eid, "message": text})

@@ -69,6 +69,17 @@ def diff_sections(d: Diff) -> tuple[str, list[Section]]:
         out.append(
             Section("Episodes retired (ID and key kept by a tombstone)", ["episode", "by", "at", "reason"], rows)
         )
+    if d.acknowledged:
+        rows = [
+            [
+                _s(a.get("period")),
+                f"{_s(a.get('total'))} of {_s(a.get('cap'))} {_s(a.get('currency'))}",
+                _s(a.get("by")),
+                _s(a.get("reason")),
+            ]
+            for a in d.acknowledged
+        ]
+        out.append(Section("Budget overruns acknowledged", ["budget", "spent of cap", "by", "reason"], rows))
     if d.unreadable:
         out.append(Section("Unreadable files (jobstate verify says more)", ["file"], [[u] for u in d.unreadable]))
     if d.allocated:

@@ -12,13 +12,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobstate.core.budget import Budget
+from jobstate.core.budget import Acknowledgement, Budget
 from jobstate.core.episode_records import EpisodeRecords, Problems, new_records
-from jobstate.core.layout import CONFIG_FILE, HISTORY, RECORD_FILES
+from jobstate.core.layout import BUDGET_ACKNOWLEDGED, CONFIG_FILE, HISTORY, RECORD_FILES
 from jobstate.core.rules_state import Settings
 from jobstate.errors import StateInvalid
 from jobstate.store.config import config_from_text
-from jobstate.store.records import read_episode
+from jobstate.store.records import read_acknowledgements, read_episode
 from jobstate.store.snapshot import Revision, locate
 
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
@@ -57,9 +57,16 @@ class StateView:
     budget: Budget | None = None  # budget: of jobstate.yaml at this revision
     settings: Settings | None = None  # what the lifecycle model compares of jobstate.yaml
     config_text: bytes = b""  # jobstate.yaml as it is: any change to it is shown
+    acknowledgements: list[Acknowledgement] = field(default_factory=list)  # budget overruns people accepted
 
 
 def _settings(snap: Revision, view: StateView) -> None:
+    try:
+        view.acknowledgements = read_acknowledgements(snap.read(BUDGET_ACKNOWLEDGED), BUDGET_ACKNOWLEDGED)
+    except OSError:
+        pass  # none recorded
+    except StateInvalid as exc:
+        view.unreadable.append(str(exc))
     try:
         text = snap.read(CONFIG_FILE)
     except OSError:
@@ -72,7 +79,12 @@ def _settings(snap: Revision, view: StateView) -> None:
         return
     view.budget = config.budget
     budget = config.budget
-    view.settings = Settings(config.period, budget.per if budget else None, dict(budget.limits) if budget else {})
+    view.settings = Settings(
+        config.period,
+        budget.per if budget else None,
+        dict(budget.limits) if budget else {},
+        budget.since if budget else None,
+    )
 
 
 def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[str] | None = None) -> StateView:

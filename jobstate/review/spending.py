@@ -5,12 +5,12 @@ cap). Pure: values in, values out; the sums are core.budget.spent_and_held.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from jobstate.core.attempts import Attempt
-from jobstate.core.budget import Budget, budget_period, spent_and_held
+from jobstate.core.budget import Acknowledgement, Budget, acknowledged, budget_period, spent_and_held
 from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
@@ -21,13 +21,16 @@ if TYPE_CHECKING:
     from jobstate.review.revision import StateView
 
 
-def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[dict[str, Any]]:
+def budget_use(
+    state: StateView, periods: Iterable[str] | None = None, *, also: Iterable[str] = ()
+) -> list[dict[str, Any]]:
     """Cap, spent, open reservations and remaining per budget period and currency; with ``periods``
-    (episode periods), only the budget periods those fall in. Empty without a budget."""
+    (episode periods), only the budget periods those fall in, and the budget periods in ``also``.
+    Empty without a budget."""
     budget: Budget | None = state.budget
     if budget is None:
         return []
-    wanted = None if periods is None else {_budget_period(p, budget) for p in periods}
+    wanted = None if periods is None else {_budget_period(p, budget) for p in periods} | set(also)
     used = spent_and_held(((v.period_id, v.costs, v.steps) for v in state.episodes.values()), budget.per)
     spent = {slot: s for slot, (s, _r) in used.items() if wanted is None or slot[0] in wanted}
     held = {slot: r for slot, (_s, r) in used.items() if wanted is None or slot[0] in wanted}
@@ -42,6 +45,10 @@ def budget_use(state: StateView, periods: Iterable[str] | None = None) -> list[d
             left = Decimal(cap) - s - r
             share = f" ({(s + r) * 100 / Decimal(cap):.0f}%)" if Decimal(cap) else ""
             over = " OVER THE CAP" if left < 0 else ""
+            if left < 0 and not budget.judges(bp):
+                over = f" over the cap, before budget.since {budget.since}: not judged"
+            elif left < 0 and (ack := acknowledged(state.acknowledgements, bp, currency, s + r)) is not None:
+                over = f" over the cap, acknowledged by {ack.by} at {ack.at}: {ack.reason}"
             row.update(
                 cap=cap,
                 remaining=str(left),
@@ -79,13 +86,21 @@ def check_settlement(attempt: Attempt, path: str, problems: list[Problem]) -> No
         )
 
 
-def check_budgets(budget: Budget | None, facts: dict[str, EpisodeRecords], problems: list[Problem]) -> None:
-    """Spend plus open reservations of every budget period within its caps (errors name period and currency)."""
+def check_budgets(
+    budget: Budget | None,
+    facts: dict[str, EpisodeRecords],
+    problems: list[Problem],
+    acknowledgements: Sequence[Acknowledgement] = (),
+) -> None:
+    """Spend plus open reservations of every budget period within its caps (errors name period and currency);
+    a period before ``budget.since``, and an overrun a person acknowledged, are not held against it."""
     if budget is None:
         return
     episodes = ((f.period_id, f.costs, f.steps) for f in facts.values())
     used = {slot: spent + held for slot, (spent, held) in spent_and_held(episodes, budget.per).items()}
     for (period, currency), total in sorted(used.items()):
+        if not budget.judges(period):
+            continue
         cap = budget.limits.get(currency)
         if cap is None:
             problems.append(
@@ -95,7 +110,11 @@ def check_budgets(budget: Budget | None, facts: dict[str, EpisodeRecords], probl
                     f"cap (capped: {', '.join(sorted(budget.limits))}); add a cap for {currency}",
                 )
             )
-        elif total > Decimal(cap):
+        elif total > Decimal(cap) and acknowledged(acknowledgements, period, currency, total) is None:
             problems.append(
-                Problem("jobstate.yaml", f"budget {period} {currency}: spent and reserved {total}, over the cap {cap}")
+                Problem(
+                    "jobstate.yaml",
+                    f"budget {period} {currency}: spent and reserved {total}, over the cap {cap}; once reviewed: "
+                    f"jobstate budget acknowledge --period {period} --by NAME --reason TEXT",
+                )
             )

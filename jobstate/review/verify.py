@@ -11,17 +11,19 @@ checks share the collected facts and the problem list; split by kind, each piece
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from jobstate.core.budget import Acknowledgement
 from jobstate.core.clock import time_text
 from jobstate.core.episode_records import EpisodeRecords, Problems, fill, legacy_fields
 from jobstate.core.keys import key_problems
 from jobstate.core.layout import (
     APPROVAL,
     ARTIFACTS,
+    BUDGET_ACKNOWLEDGED,
     CONFIG_FILE,
     COSTS,
     HISTORY,
@@ -50,7 +52,7 @@ from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
 from jobstate.git.signing import signature_problems
 from jobstate.hashing import Progress
-from jobstate.review.changes import change_violations
+from jobstate.review.changes import change_violations, changed_paths
 from jobstate.review.decisions import signed_decisions
 from jobstate.review.escape import shell_command
 from jobstate.review.merges import merge_findings
@@ -66,6 +68,7 @@ from jobstate.review.vanished import (
 )
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_text
+from jobstate.store.records import read_acknowledgements
 from jobstate.store.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.store.yamlio import loads
 
@@ -86,10 +89,30 @@ class Report:
     migrated: int = 0  # with against: the episodes a migration renamed, whose records must be kept exactly
     present: set[str] = field(default_factory=set)  # names with a directory in state/ or a history file
     retired: set[str] = field(default_factory=set)  # names with a tombstone
+    # with against: the paths changed since the base, and their episodes; a warning about anything
+    # else was there before the change under review, and --strict does not fail it
+    changed: tuple[frozenset[str], frozenset[str]] | None = None
+
+    def fails(self, problem: Problem, strict: bool) -> bool:
+        """Whether ``problem`` fails verify: an error always, a warning with ``strict`` when it is about
+        what changed (everything, without ``against``)."""
+        if problem.severity == "error":
+            return True
+        if not strict:
+            return False
+        if self.changed is None:
+            return True
+        paths, episodes = self.changed
+        parts = problem.path.split("/")
+        if parts[0] == STATE and len(parts) >= 2:
+            return parts[1] in episodes
+        if parts[0] == HISTORY or problem.path == CONFIG_FILE:
+            return problem.path in paths or (episode_of(problem.path) or ("",))[0] in episodes
+        return True  # a commit, the revision itself: what the range brought
 
     def errors(self, strict: bool) -> list[Problem]:
-        """Problems that fail verify (warnings too with strict)."""
-        return [p for p in self.problems if strict or p.severity == "error"]
+        """Problems that fail verify (warnings too with strict, those about what changed with against)."""
+        return [p for p in self.problems if self.fails(p, strict)]
 
     def unreadable(self) -> bool:
         """Whether some state could not be read at all (exit 7 rather than 1)."""
@@ -101,9 +124,10 @@ class Report:
 
     def summary(self, strict: bool) -> str:
         """The last line of the human report."""
-        warnings = sum(1 for p in self.problems if p.severity == "warning")
+        warnings = sum(1 for p in self.problems if not self.fails(p, strict))
         failing = len(self.errors(strict)) + len(self.differences)
-        extra = f", {warnings} warning{'s' if warnings != 1 else ''}" if warnings and not strict else ""
+        before = " (about what the change did not touch)" if strict else ""
+        extra = f", {warnings} warning{'s' if warnings != 1 else ''}{before}" if warnings else ""
         return (
             f"verify: {_count(self.episodes, 'episode')}, {_count(self.artifacts, 'artifact')} "
             f"({_size(self.artifact_bytes)}), "
@@ -118,7 +142,7 @@ class Report:
             "episodes": self.episodes,
             "artifacts": self.artifacts,
             "artifact_bytes": self.artifact_bytes,
-            "problems": [p.to_json(strict) for p in self.problems],
+            "problems": [p.to_json(self.fails(p, strict)) for p in self.problems],
             "against": self.against,
             "migrated": self.migrated,
             "differences": self.differences,
@@ -178,6 +202,8 @@ def collect(
             problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
         elif is_retired_path(path):
             tombstones[parts[2][:-5]] = path
+        elif path == BUDGET_ACKNOWLEDGED:
+            pass  # read with the budget below
         elif parts[0] == "history" and len(parts) > 2:
             problems.append(Problem(path, "history/ holds only <episode_id>.yaml files and retired/<episode_id>.yaml"))
     report.present = set(by_dir) | set(history)
@@ -203,10 +229,21 @@ def collect(
     problems += [Problem(episode_dir(eid), text, "warning") for eid, text in key_problems(keys)]
     if config is not None:
         _check_period_kind(config.period, facts, problems)
-    check_budgets(None if config is None else config.budget, facts, problems)
+    acknowledgements = _acknowledgements(snap, files, problems)
+    check_budgets(None if config is None else config.budget, facts, problems, acknowledgements)
     report.episodes = len(facts)
     _check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
     return facts, report
+
+
+def _acknowledgements(snap: Snapshot, files: Collection[str], problems: list[Problem]) -> list[Acknowledgement]:
+    if BUDGET_ACKNOWLEDGED not in files:
+        return []
+    try:
+        return read_acknowledgements(snap.read(BUDGET_ACKNOWLEDGED), BUDGET_ACKNOWLEDGED)
+    except (OSError, StateInvalid) as exc:
+        problems.append(Problem(BUDGET_ACKNOWLEDGED, str(exc), unreadable=isinstance(exc, OSError)))
+        return []
 
 
 def _check_config(snap: Snapshot, problems: list[Problem]) -> Config | None:
@@ -567,6 +604,7 @@ def verify(
         base_snap = Revision(cwd, against)
         base_snap.close()
         report.against = base_snap.label
+        report.changed = changed_paths(cwd, base_snap.commit, snap.commit if isinstance(snap, Revision) else None)
         violations, notes, moves = change_violations(cwd, against, rev or "HEAD")
         report.migrated = len(moves)
         report.differences = preservation(cwd, against, moves, facts)

@@ -12,7 +12,14 @@ from typing import Any, TypeVar
 from jobstate.core.approvals import Decision, approvals_from_yaml_dict
 from jobstate.core.artifacts import Artifact
 from jobstate.core.attempts import Steps, submissions_to_yaml_dict
-from jobstate.core.budget import Budget, Usage, episode_periods, spent_and_held
+from jobstate.core.budget import (
+    Acknowledgement,
+    Budget,
+    Usage,
+    acknowledgements_from_yaml_dict,
+    episode_periods,
+    spent_and_held,
+)
 from jobstate.core.costs import CostEntry
 from jobstate.core.episode_records import EpisodeRecords, Problems, fill, new_records
 from jobstate.core.layout import (
@@ -212,6 +219,11 @@ def _episodes_in(store: Store, period_ids: list[str]) -> list[str]:
             if period.id in wanted and entry.is_dir(follow_symlinks=False):
                 found.append(entry.name)
     return sorted(found)
+
+
+def read_acknowledgements(text: bytes, source: str) -> list[Acknowledgement]:
+    """The budget overruns people acknowledged, from the file's bytes (StateInvalid when malformed)."""
+    return acknowledgements_from_yaml_dict(loads(text, source), source)
 
 
 def budget_usage(store: Store, budget: Budget, period_id: str) -> dict[str, Usage]:
