@@ -201,6 +201,27 @@ class GitRepo:
         header, _, body = raw.partition(b"\0")
         return header.split(b" ", 1)[0], body
 
+    def read_path(self, commit: str, path: str, limit: int) -> bytes:
+        """The bytes of ``path`` in ``commit``, walked through tree objects (loose ones from Python, packed
+        ones through the command's one cat-file): FileNotFoundError when it is not there, GitError when
+        it is over ``limit`` bytes or not a file."""
+        tree = self.commit_tree_of(commit)
+        *folders, leaf = path.split("/")
+        for name in folders:
+            entry = self._tree(tree).get(name.encode("utf-8", "surrogateescape"))
+            if entry is None or entry[0] != b"40000":
+                raise FileNotFoundError(path)
+            tree = entry[1]
+        entry = self._tree(tree).get(leaf.encode("utf-8", "surrogateescape"))
+        if entry is None:
+            raise FileNotFoundError(path)
+        if entry[0] not in (b"100644", b"100755"):
+            raise GitError(f"{path} in {commit[:12]} is not a regular file")
+        kind, body = self.read_object(entry[1])
+        if kind != b"blob" or len(body) > limit:
+            raise GitError(f"{path} in {commit[:12]} is not a file of at most {limit} bytes")
+        return body
+
     def _cat_file(self) -> CatFile:
         """The one ``git cat-file --batch`` of a command (issue 27), started at its first packed object, kept until
         this object goes; git finds objects written after it started, loose or in new packs."""

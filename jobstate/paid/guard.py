@@ -14,6 +14,7 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode
 from jobstate.errors import EpisodeCompleted, EpisodeUnknown, UsageError
 from jobstate.git.headcheck import committed_files
+from jobstate.store.delivered import require_delivered
 from jobstate.store.fence import require_as_committed
 from jobstate.store.store import Store
 
@@ -29,6 +30,8 @@ def guard(
     modified or deleted file, no symlink, fifo or replaced directory, anywhere in it. Nothing a
     user put there is moved or deleted: only ``.tmp-*`` files that jobstate's own killed atomic
     writes left beside the records are removed, with ``clean`` (under the lock), and ``notify`` told.
+    Then what Git delivered since this clone last checked the episode must be a change a jobstate
+    command makes (store.delivered; StateInvalid, exit 7, otherwise).
     """
     try:
         parse_episode_id(episode_id)
@@ -46,6 +49,7 @@ def guard(
     # cleanliness only means something under the lock: outside it, another step's write may be half done
     if clean:
         require_as_committed(store, episode_id, committed, notify)
+    require_delivered(store, episode_id)  # what Git delivered since this clone last looked, before anything is paid
     if store.path(history_path(episode_id)).exists():
         raise EpisodeCompleted(
             f"episode {episode_id} is completed; nothing more can be paid for it or decided", episode_id

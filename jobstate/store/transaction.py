@@ -34,7 +34,7 @@ from typing import Generic, TypeVar
 from jobstate.atomic import atomic_dir, atomic_write, is_temp_name
 from jobstate.core import advice
 from jobstate.core.inputs import env_number
-from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, describes_episode
+from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, describes_episode, episode_of
 from jobstate.core.model import tracked_private
 from jobstate.errors import (
     ConcurrentUpdate,
@@ -49,6 +49,7 @@ from jobstate.git.index import IndexLock
 from jobstate.git.repoconfig import converted_by_git
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
+from jobstate.store.marks import advance
 from jobstate.store.private import checked_path, read_private, refuse_tracked
 from jobstate.store.remote_tip import check_remote_tip, record_remote_tip
 from jobstate.store.store import REMOTE_UNSURE, Store
@@ -413,6 +414,7 @@ def commit(
         _update_index(index, pending.paths)
         carry_tracked(git, index_before, new, pending.paths)
     marker.unlink()
+    advance(store, parent, new, {found[0] for found in map(episode_of, files) if found is not None})
     git.pack_in_background()
     return new
 

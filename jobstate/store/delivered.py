@@ -1,0 +1,64 @@
+"""What Git delivered is checked before a command acts on it (issue 29, 1), as ``fetch.fsckObjects``
+checks objects: before a paid step or a decision, the episode's records as HEAD has them must be a
+change the lifecycle model accepts from the records this clone last checked (a private mark per
+episode, ``.jobstate/checked.json``). A merged hand edit that reopens a paid attempt, rewrites a
+ledger or drops a decision is refused (exit 7) before any CMD, credential or reservation.
+
+The check is the model's (``core.model.episode_change``), on the net change since the mark: a hand
+edit reverted before the command runs changed nothing. A clone without a mark for the episode (a
+fresh clone) takes HEAD's records as its first mark, as ssh takes a host key on first use: review
+(``verify --strict --against``, the Action) is what judges history no clone has seen.
+"""
+
+from __future__ import annotations
+
+from jobstate.core.episode_records import EpisodeRecords
+from jobstate.core.layout import CHECKED_FILE, episode_dir
+from jobstate.core.model import episode_change
+from jobstate.errors import GitError, StateInvalid
+from jobstate.git.repo import GitRepo
+from jobstate.store.marks import marks, set_marks
+from jobstate.store.records import read_episode
+from jobstate.store.snapshot import MAX_READ, Snapshot
+from jobstate.store.store import Store
+
+
+class _Commit(Snapshot):
+    """The files of one commit, read through the command's own object reader (no git process of its own)."""
+
+    def __init__(self, git: GitRepo, commit: str) -> None:
+        self.git, self.commit, self.label = git, commit, commit[:12]
+
+    def read(self, path: str) -> bytes:
+        return self.git.read_path(self.commit, path, MAX_READ)
+
+
+def require_delivered(store: Store, episode_id: str) -> None:
+    """Refuse (StateInvalid, exit 7) when the episode's records in HEAD are no change a jobstate command
+    makes from those at this clone's mark; then move the mark to HEAD. No git process when nothing moved."""
+    head = store.git.head_commit()
+    if head is None:
+        return
+    found = marks(store)
+    mark = found.get(episode_id)
+    if mark == head:
+        return
+    if mark is not None:
+        try:
+            before: EpisodeRecords | None = read_episode(_Commit(store.git, mark), episode_id)
+        except (GitError, StateInvalid, OSError):
+            before = None  # the marked commit is gone (a gc after a reset): nothing to compare with
+        if before is not None:
+            after = read_episode(_Commit(store.git, head), episode_id)
+            refused = episode_change(before, after)
+            if refused:
+                first = refused[0]
+                raise StateInvalid(
+                    f"{episode_dir(episode_id)} changed since this clone last checked it ({mark[:12]}) in a way no "
+                    f"jobstate command does: {first.kind}: {first.message}; nothing "
+                    f"was run. See it with: jobstate verify --against {mark[:12]}; restore the records (git revert "
+                    f"the commit that changed them), or if the change was reviewed and is deliberate, accept it with: "
+                    f"rm {CHECKED_FILE}"
+                )
+    found[episode_id] = head
+    set_marks(store, found, [episode_id])

@@ -1,0 +1,117 @@
+"""What a merge delivers is checked before anything is paid (issue 29, 1): a hand edit merged into the
+state's branch that no command would make refuses the next run or decision (exit 7) before CMD runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .conftest import git, run_cli
+
+EID = "2026-W30-0"
+
+
+def _cmd(tmp_path: Path, amount: str = "12.40") -> list[str]:
+    """A paid step that counts its runs in runs.txt and reports a task and a charge."""
+    script = tmp_path / "step.py"
+    report = json.dumps({"remote_ref": "task-1", "cost": {"amount": amount, "currency": "USD"}})
+    script.write_text(
+        "import os, pathlib\n"
+        f"with open({str(tmp_path / 'runs.txt')!r}, 'a') as fh:\n    fh.write('ran\\n')\n"
+        f"pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text({report!r})\n"
+    )
+    return [sys.executable, str(script)]
+
+
+def _runs(tmp_path: Path) -> int:
+    runs = tmp_path / "runs.txt"
+    return len(runs.read_text().splitlines()) if runs.exists() else 0
+
+
+def _paid(repo: Path, tmp_path: Path, step: str = "generate") -> None:
+    assert run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo).stdout.strip() == EID
+    proc = run_cli("run", "--episode", EID, "--step", step, "--", *_cmd(tmp_path), cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _merge_hand_edit(repo: Path, edit: str, replace: str, by: str) -> None:
+    """A pull request that edits a record by hand, merged as people merge them."""
+    git(repo, "switch", "-q", "-c", "hand-edit")
+    path = repo / "state" / EID / edit
+    text = path.read_text()
+    assert replace in text
+    path.write_text(text.replace(replace, by))
+    git(repo, "commit", "-qam", "tidy the records")
+    git(repo, "switch", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "hand-edit", "-m", "Merge pull request #7")
+
+
+def test_a_merged_hand_edit_that_reopens_a_paid_attempt_is_refused_before_cmd(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    assert _runs(tmp_path) == 1
+    _merge_hand_edit(repo, "submissions.yaml", "state: completed", "state: not-submitted")
+    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
+    assert proc.returncode == 7, proc.stderr
+    assert f"state/{EID} changed since this clone last checked it" in proc.stderr
+    assert "submissions.yaml" in proc.stderr
+    assert "jobstate verify --against" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert _runs(tmp_path) == 1  # nothing was paid twice
+    for decision in (("approve", "--episode", EID, "--by", "editor"), ("complete", "--episode", EID)):
+        refused = run_cli(*decision, cwd=repo)
+        assert refused.returncode == 7, refused.stderr
+    # reverted, the net change is none: the step is answered as completed, and nothing runs
+    git(repo, "revert", "--no-edit", "-m", "1", "HEAD")
+    again = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
+    assert again.returncode == 0, again.stderr
+    assert _runs(tmp_path) == 1
+
+
+def test_a_merged_ledger_rewrite_is_refused_before_a_decision(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    _merge_hand_edit(repo, "costs.yaml", "amount: '12.40'", "amount: '1.40'")
+    proc = run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo)
+    assert proc.returncode == 7, proc.stderr
+    assert "cost entry rewritten" in proc.stderr
+    assert not (repo / "state" / EID / "approval.yaml").exists()
+
+
+def test_what_commands_and_people_do_legitimately_passes(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    # a merged pull request that touches other files, and another episode allocated elsewhere
+    git(repo, "switch", "-q", "-c", "docs")
+    (repo / "README.md").write_text("the pipeline\n")
+    git(repo, "add", "README.md")
+    git(repo, "commit", "-qm", "docs")
+    git(repo, "switch", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "docs", "-m", "Merge pull request #8")
+    assert run_cli("allocate", "--key", "rerun", "--week", "2026-W30", cwd=repo).returncode == 0
+    proc = run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert run_cli("complete", "--episode", EID, cwd=repo).returncode == 0
+
+
+def test_a_clone_takes_what_it_first_sees_and_then_checks_what_arrives(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    git(clone, "config", "user.email", "host@example.test")
+    git(clone, "config", "user.name", "host")
+    assert run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=clone).returncode == 0
+    _merge_hand_edit(repo, "submissions.yaml", "state: completed", "state: not-submitted")
+    git(clone, "pull", "-q", "--ff-only")
+    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=clone)
+    assert proc.returncode == 7, proc.stderr
+    assert _runs(tmp_path) == 1
+
+
+def test_a_hostile_mark_file_is_refused_not_trusted(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    mark = repo / ".jobstate" / "checked.json"
+    mark.unlink()
+    mark.symlink_to(tmp_path / "elsewhere.json")
+    proc = run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo)
+    assert proc.returncode == 2, proc.stderr
+    assert "symlink" in proc.stderr
+    assert not (tmp_path / "elsewhere.json").exists()
