@@ -177,3 +177,36 @@ def test_outside_any_repository_no_command_advises_starting_a_state(tmp_path: Pa
     assert "not inside a Git repository" in proc.stderr
     assert "--repo PATH" in proc.stderr
     assert "init" not in proc.stderr
+
+
+def test_a_branch_behind_its_remote_is_told_to_bring_the_state_in(tmp_path: Path) -> None:
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    git(seed, "init", "-q", "-b", "main")
+    (seed / "README").write_text("pipeline\n")
+    git(seed, "add", "README")
+    git(seed, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "first")
+    bare = tmp_path / "remote.git"
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(bare))
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(bare), str(clone))
+    # another host sets the state up and pushes it; this clone has fetched, not merged
+    git(tmp_path, "clone", "-q", str(bare), str(tmp_path / "other"))
+    git(tmp_path / "other", "config", "user.email", "o@b")
+    git(tmp_path / "other", "config", "user.name", "o")
+    assert run_cli("init", cwd=tmp_path / "other").returncode == 0
+    git(tmp_path / "other", "push", "-q", "origin", "main")
+    git(clone, "fetch", "-q")
+    proc = run_cli("list", cwd=clone)
+    assert proc.returncode == 2, proc.stderr
+    assert "git merge --ff-only origin/main" in proc.stderr
+    assert "git switch" not in proc.stderr
+
+
+def test_init_in_a_repository_that_has_its_state_directory_is_not_refused(repo: Path) -> None:
+    git(repo, "branch", "feature")
+    git(repo, "rm", "-q", "state/.gitkeep")
+    git(repo, "commit", "-qm", "the placeholder went")
+    (repo / "state").mkdir(exist_ok=True)
+    proc = run_cli("init", cwd=repo)
+    assert proc.returncode == 0, proc.stderr

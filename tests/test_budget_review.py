@@ -101,6 +101,25 @@ def test_moving_since_later_is_an_alarm_in_review(repo: Path) -> None:
     assert run_cli("verify", "--against", "HEAD~1", cwd=repo).returncode == 1
 
 
+def test_since_may_be_an_unquoted_day(repo: Path) -> None:
+    _spend(repo, "2026-W30", "a", "62.00")
+    _add_budget(repo, CAP + "  since: 2026-08-01\n")  # YAML reads a date, not text
+    assert run_cli("verify", cwd=repo).returncode == 0
+
+
+def test_an_acknowledgement_with_a_field_jobstate_never_writes_is_refused(repo: Path) -> None:
+    _spend(repo, "2026-W30", "a", "62.00")
+    _add_budget(repo, CAP)
+    run_cli("budget", "acknowledge", "--period", "2026-W30", "--by", "a", "--reason", "r", cwd=repo)
+    path = repo / ACK
+    path.write_text(path.read_text().replace("  reason: r\n", "  reason: r\n  old: true\n"))
+    git(repo, "commit", "-qam", "a field of its own")
+    proc = run_cli("verify", cwd=repo)
+    assert proc.returncode == 1
+    assert "unknown field 'old'" in proc.stdout
+    assert "over the cap" in proc.stdout
+
+
 @pytest.mark.parametrize("since", ["'nan'", "0", "-1", "2026-W54", "yesterday", "[2026-W30]"])
 def test_a_malformed_since_is_refused_by_every_command(repo: Path, since: str) -> None:
     _add_budget(repo, CAP + f"  since: {since}\n")

@@ -106,12 +106,30 @@ def test_a_clone_takes_what_it_first_sees_and_then_checks_what_arrives(repo: Pat
     assert _runs(tmp_path) == 1
 
 
-def test_a_hostile_mark_file_is_refused_not_trusted(repo: Path, tmp_path: Path) -> None:
+def test_marks_a_pull_request_delivers_are_never_read(repo: Path, tmp_path: Path) -> None:
     _paid(repo, tmp_path)
-    mark = repo / ".jobstate" / "checked.json"
-    mark.unlink()
-    mark.symlink_to(tmp_path / "elsewhere.json")
-    proc = run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo)
-    assert proc.returncode == 2, proc.stderr
-    assert "symlink" in proc.stderr
-    assert not (tmp_path / "elsewhere.json").exists()
+    # the attacker's branch carries the hand edit and marks that would vouch for it, where jobstate kept them once
+    git(repo, "switch", "-q", "-c", "hand-edit")
+    path = repo / "state" / EID / "submissions.yaml"
+    path.write_text(path.read_text().replace("state: completed", "state: not-submitted"))
+    forged = repo / ".jobstate" / "checked.json"
+    forged.write_text(json.dumps({EID: "0" * 40}))
+    git(repo, "add", "-f", str(forged))
+    git(repo, "commit", "-qam", "tidy")
+    git(repo, "switch", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "hand-edit", "-m", "Merge pull request #9")
+    git(repo, "rm", "-q", "--cached", "-r", ".jobstate")
+    git(repo, "commit", "-qm", "untrack what the pull request added")
+    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
+    assert proc.returncode == 7, proc.stderr
+    assert _runs(tmp_path) == 1
+
+
+def test_an_unreadable_marks_file_means_first_use_never_a_crash(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    marks = Path(git(repo, "rev-parse", "--git-common-dir").strip())
+    marks = (marks if marks.is_absolute() else repo / marks) / "jobstate" / "checked.json"
+    assert json.loads(marks.read_text())[EID]  # the paid step's commits moved the mark
+    marks.write_text("[1, 2]")
+    assert run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo).returncode == 0
+    assert json.loads(marks.read_text())[EID] == git(repo, "rev-parse", "HEAD").strip()

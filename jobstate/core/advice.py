@@ -58,8 +58,17 @@ def switch_to(ref: str) -> str:
     return f"git switch {shlex.quote(local)}"
 
 
-def state_elsewhere(where: str, refs: list[str]) -> str:
-    """The advice when ``where`` has no state but other branches do: check one out, never start a second."""
+def state_elsewhere(where: str, refs: list[str], current: str | None = None) -> str:
+    """The advice when ``where`` has no state but other branches do: check one out (or, when it is this
+    branch's own remote-tracking branch, bring it in), never start a second."""
+    here = None if current is None else current.removeprefix("refs/heads/")
+    for ref in refs:
+        if here is not None and ref.startswith("refs/remotes/") and ref.split("/", 3)[-1] == here:
+            return (
+                f"{where} has no state/ directory, but {branch_name(ref)} holds a jobstate state this branch does "
+                f"not have yet: bring it in with git merge --ff-only {shlex.quote(branch_name(ref))} (or git pull), "
+                "then run the command again"
+            )
     names = [branch_name(ref) for ref in refs]
     more = f" (also {', '.join(names[1:4])}{' and more' if len(names) > 4 else ''})" if len(names) > 1 else ""
     return (

@@ -18,7 +18,8 @@ from typing import Any, NamedTuple
 from jobstate.core.attempts import Attempt
 from jobstate.core.costs import CostEntry, still_held
 from jobstate.core.money import validate_amount, validate_currency
-from jobstate.core.periods import Period, parse_period, period_of
+from jobstate.core.periods import Period, parse_period, parse_time, period_of
+from jobstate.core.tombstones import MAX_BY, MAX_REASON, validate_note
 from jobstate.errors import BudgetExceeded, StateInvalid, UsageError
 
 # budget ``per`` name -> period kind; a budget period is never finer than an episode's period
@@ -85,6 +86,8 @@ def _since(value: Any, per: str, source: str) -> str | None:
     """``since``: a period ID (the budget period that contains its first day is the first one judged)."""
     if value is None:
         return None
+    if isinstance(value, date):  # an unquoted day, as YAML reads 2026-08-01
+        value = value.isoformat()
     try:
         return budget_period(parse_period(value), per).id
     except (UsageError, TypeError):
@@ -219,7 +222,6 @@ class Acknowledgement(NamedTuple):
 
 
 ACK_SCHEMA = 1
-MAX_ACK_NOTE = 1000
 
 
 def acknowledgement_from_yaml_dict(data: Any, source: str) -> Acknowledgement:
@@ -230,26 +232,22 @@ def acknowledgement_from_yaml_dict(data: Any, source: str) -> Acknowledgement:
     missing = [name for name in names if not isinstance(data.get(name), str)]
     if missing:
         raise StateInvalid(f"{source}: acknowledgement {reprlib.repr(data)}: {missing[0]} must be text")
+    unknown = sorted(str(name) for name in set(data) - set(names))
+    if unknown:
+        raise StateInvalid(f"{source}: acknowledgement of {data['period']!r}: unknown field {unknown[0]!r}")
     try:
         parse_period(data["period"])
         validate_currency(data["currency"])
         validate_amount(data["total"])
         validate_amount(data["cap"])
-        for name in ("by", "reason"):
-            note_problem = _note_problem(data[name])
-            if note_problem:
-                raise UsageError(f"{name} {note_problem}")
+        parse_time(data["at"])
+        validate_note(data["by"], "by", MAX_BY)  # the writer's rule (jobstate budget acknowledge --by)
+        validate_note(data["reason"], "reason", MAX_REASON)
     except UsageError as exc:
         raise StateInvalid(f"{source}: acknowledgement of {data['period']!r}: {exc}") from None
     return Acknowledgement(
         data["period"], data["currency"], data["total"], data["cap"], data["by"], data["at"], data["reason"], dict(data)
     )
-
-
-def _note_problem(value: str) -> str | None:
-    if not value.strip() or len(value) > MAX_ACK_NOTE or not value.isprintable():
-        return f"must be one line of 1 to {MAX_ACK_NOTE} printable characters"
-    return None
 
 
 def acknowledgements_from_yaml_dict(data: Any, source: str) -> list[Acknowledgement]:
@@ -270,7 +268,8 @@ def acknowledged(
     """The acknowledgement that covers ``total`` spent and reserved in this budget period, if any: one
     made when at least as much was spent. Anything spent after it is judged again."""
     for entry in entries:
-        if entry.period == period and entry.currency == currency and Decimal(entry.total) >= total:
+        # spent and reserved may shrink after it (a reservation settles lower): at most what was acknowledged
+        if entry.period == period and entry.currency == currency and total <= Decimal(entry.total):
             return entry
     return None
 

@@ -12,8 +12,6 @@ RETIRED = f"{HISTORY}/retired"
 BUDGET_ACKNOWLEDGED = f"{HISTORY}/budget/acknowledged.yaml"
 # the remote tip this clone last pushed or fetched (host-local)
 REMOTE_TIP_FILE = f"{PRIVATE}/remote-tip.json"
-# per episode, the last commit whose records this clone checked against the model (host-local)
-CHECKED_FILE = f"{PRIVATE}/checked.json"
 # a command's report jobstate refused to record, kept for the operator instead of read again
 REFUSED = f"{PRIVATE}/refused"
 

@@ -49,9 +49,12 @@ def guard(
     # cleanliness only means something under the lock: outside it, another step's write may be half done
     if clean:
         require_as_committed(store, episode_id, committed, notify)
-    require_delivered(store, episode_id)  # what Git delivered since this clone last looked, before anything is paid
     if store.path(history_path(episode_id)).exists():
         raise EpisodeCompleted(
             f"episode {episode_id} is completed; nothing more can be paid for it or decided", episode_id
         )
-    return store.episode(episode_id)
+    episode = store.episode(episode_id)
+    # what Git delivered since this clone last looked, before anything is paid; a first look is remembered
+    # only under the lock, once the fence passed (a refusal before it writes nothing)
+    require_delivered(store, episode_id, first_use=clean)
+    return episode

@@ -1,8 +1,9 @@
 """What Git delivered is checked before a command acts on it (issue 29, 1), as ``fetch.fsckObjects``
 checks objects: before a paid step or a decision, the episode's records as HEAD has them must be a
-change the lifecycle model accepts from the records this clone last checked (a private mark per
-episode, ``.jobstate/checked.json``). A merged hand edit that reopens a paid attempt, rewrites a
-ledger or drops a decision is refused (exit 7) before any CMD, credential or reservation.
+change the lifecycle model accepts from the records this clone last checked (a mark per episode,
+kept in the Git directory where no merge can deliver one: store.marks). A merged hand edit that
+reopens a paid attempt, rewrites a ledger or drops a decision is refused (exit 7) before any CMD,
+credential or reservation.
 
 The check is the model's (``core.model.episode_change``), on the net change since the mark: a hand
 edit reverted before the command runs changed nothing. A clone without a mark for the episode (a
@@ -12,12 +13,14 @@ fresh clone) takes HEAD's records as its first mark, as ssh takes a host key on 
 
 from __future__ import annotations
 
+import shlex
+
 from jobstate.core.episode_records import EpisodeRecords
-from jobstate.core.layout import CHECKED_FILE, episode_dir
+from jobstate.core.layout import episode_dir
 from jobstate.core.model import episode_change
 from jobstate.errors import GitError, StateInvalid
 from jobstate.git.repo import GitRepo
-from jobstate.store.marks import marks, set_marks
+from jobstate.store.marks import checked, marks, marks_path, remember
 from jobstate.store.records import read_episode
 from jobstate.store.snapshot import MAX_READ, Snapshot
 from jobstate.store.store import Store
@@ -33,9 +36,10 @@ class _Commit(Snapshot):
         return self.git.read_path(self.commit, path, MAX_READ)
 
 
-def require_delivered(store: Store, episode_id: str) -> None:
+def require_delivered(store: Store, episode_id: str, *, first_use: bool = False) -> None:
     """Refuse (StateInvalid, exit 7) when the episode's records in HEAD are no change a jobstate command
-    makes from those at this clone's mark; then move the mark to HEAD. No git process when nothing moved."""
+    makes from those at this clone's mark; the mark moves with the command's next commit. Without a mark,
+    HEAD's records are taken as they are, and with ``first_use`` (under the lock) remembered. No git process."""
     head = store.git.head_commit()
     if head is None:
         return
@@ -49,7 +53,10 @@ def require_delivered(store: Store, episode_id: str) -> None:
         except (GitError, StateInvalid, OSError):
             before = None  # the marked commit is gone (a gc after a reset): nothing to compare with
         if before is not None:
-            after = read_episode(_Commit(store.git, head), episode_id)
+            try:
+                after = read_episode(_Commit(store.git, head), episode_id)
+            except GitError as exc:  # a record HEAD holds as a symlink, a submodule or an oversized blob
+                raise StateInvalid(f"{episode_dir(episode_id)}: {exc}") from None
             refused = episode_change(before, after)
             if refused:
                 first = refused[0]
@@ -58,7 +65,8 @@ def require_delivered(store: Store, episode_id: str) -> None:
                     f"jobstate command does: {first.kind}: {first.message}; nothing "
                     f"was run. See it with: jobstate verify --against {mark[:12]}; restore the records (git revert "
                     f"the commit that changed them), or if the change was reviewed and is deliberate, accept it with: "
-                    f"rm {CHECKED_FILE}"
+                    f"rm {shlex.quote(str(marks_path(store)))} (this clone then takes every episode as HEAD has it)"
                 )
-    found[episode_id] = head
-    set_marks(store, found, [episode_id])
+    checked(store, episode_id, head)
+    if mark is None and first_use:
+        remember(store, episode_id, head)

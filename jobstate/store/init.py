@@ -59,11 +59,11 @@ def init(path: Path, *, git_init: bool = False, force: bool = False) -> tuple[St
         if not store.git.in_head(rel):  # also what an interrupted init wrote and never committed
             files[rel] = file.read_bytes() if file.is_file() else default.encode()
 
-    if not force and not store.git.in_head(f"{STATE}/.gitkeep"):
+    if not force and not (root / STATE).is_dir() and not store.git.in_head(f"{STATE}/.gitkeep"):
         elsewhere = store.branches_with_state()
         if elsewhere:
             raise UsageError(
-                advice.state_elsewhere(str(root), elsewhere)
+                advice.state_elsewhere(str(root), elsewhere, store.head_branch())
                 + "; jobstate init --force starts a second, separate state here instead; nothing was written"
             )
     ensure(f"{STATE}/.gitkeep", "")

@@ -90,18 +90,21 @@ class Store:
         if not (self.root / STATE).is_dir():
             elsewhere = self.branches_with_state()
             if elsewhere:  # a clone whose remote HEAD names another branch than the state's
-                raise NotInitialized(advice.state_elsewhere(str(self.root), elsewhere))
+                raise NotInitialized(advice.state_elsewhere(str(self.root), elsewhere, self.head_branch()))
             raise NotInitialized(f"{self.root} has no state/ directory: run jobstate init there first")
 
     def branches_with_state(self) -> list[str]:
         """The other branches, local or remote-tracking, that hold a jobstate state (full ref names)."""
         from jobstate.git.branches import branches_holding  # noqa: PLC0415 - start-up: on the way to a refusal
 
+        return branches_holding(self.root, (CONFIG_FILE, STATE), besides=self.head_branch())
+
+    def head_branch(self) -> str | None:
+        """The full ref HEAD's branch is (``refs/heads/main``), None on a detached HEAD."""
         try:
-            head: str | None = self.git.head_ref()
+            return self.git.head_ref()
         except UsageError:  # detached
-            head = None
-        return branches_holding(self.root, (CONFIG_FILE, STATE), besides=head)
+            return None
 
     def require_period_kind(self, period: Period) -> None:
         """Refuse a period of another kind than the repository counts (``period`` in jobstate.yaml)."""
