@@ -526,8 +526,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "action",
         nargs="?",
         choices=["acknowledge"],
-        help="acknowledge: record, in one commit, that the period's overrun was reviewed; verify and diff then "
-        "stop failing on it (up to what was spent when acknowledged)",
+        help="acknowledge: record, in one commit, that the period's overrun was reviewed; verify then "
+        "stops failing on it (up to what was spent when acknowledged)",
     )
     p.add_argument("--period", help="a period ID; the budget period that contains it (default: the current one)")
     p.add_argument("--by", help="with acknowledge: who reviewed the overrun (1-200 characters)")

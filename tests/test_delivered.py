@@ -133,3 +133,17 @@ def test_an_unreadable_marks_file_means_first_use_never_a_crash(repo: Path, tmp_
     marks.write_text("[1, 2]")
     assert run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo).returncode == 0
     assert json.loads(marks.read_text())[EID] == git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_a_submodule_under_state_is_flagged_by_verify_and_diff(repo: Path) -> None:
+    assert run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo).returncode == 0
+    head = git(repo, "rev-parse", "HEAD").strip()
+    # a gitlink, as `git submodule add` would stage it: no file in the work tree, a commit in the tree
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},state/{EID}/vendored")
+    git(repo, "commit", "-qm", "vendor a tool")
+    proc = run_cli("verify", "--rev", "HEAD", cwd=repo)
+    assert proc.returncode == 1, proc.stdout
+    assert f"state/{EID}/vendored: error: is a submodule (gitlink)" in proc.stdout
+    shown = run_cli("diff", "HEAD~1", "--strict", cwd=repo)
+    assert shown.returncode == 1, shown.stdout
+    assert "is a submodule (gitlink)" in shown.stdout

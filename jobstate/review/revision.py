@@ -101,6 +101,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
                 sorted(f"history/{n}.yaml" for n in only)
             )
             files = snap.files(wanted_paths) if wanted_paths else {}
+        view.unreadable += [f"{p}: is a submodule (gitlink); state holds regular files only" for p in snap.submodules]
         by_name: dict[str, list[str]] = {}  # episode -> the record files it has here
         for p, entry in sorted(files.items()):
             parts = p.split("/")

@@ -181,6 +181,7 @@ def collect(
     files = snap.files()
     if isinstance(snap, Revision):
         snap.prefetch([p for p in files if p.endswith(".yaml")])
+        problems += [Problem(p, "is a submodule (gitlink); state holds regular files only") for p in snap.submodules]
     if isinstance(snap, WorkTree) and not (snap.root / "state").is_dir():
         raise NotInitialized(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
     config = _check_config(snap, problems)

@@ -129,6 +129,7 @@ class Revision(Snapshot):
         self._reader: CatFile | None = None
         self._cache: dict[str, bytes] = {}
         self.files_cache: dict[str, FileEntry] = {}
+        self.submodules: list[str] = []  # gitlinks files() met: no command writes one under state/ or history/
 
     def tracked(self, path: str) -> list[str]:
         proc = git_read(self.cwd, "ls-tree", "-r", "-z", "--name-only", "--full-tree", self.commit, "--", path)
@@ -138,11 +139,14 @@ class Revision(Snapshot):
         """The files under ``paths`` (state/ and history/ by default)."""
         proc = git_read(self.cwd, "ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, "--", *paths)
         out: dict[str, FileEntry] = {}
+        self.submodules = []
         for item in proc.stdout.split(b"\0"):
             if not item:
                 continue
             meta, _, raw_path = item.partition(b"\t")
             mode, kind, sha, size = meta.split()
+            if kind == b"commit":
+                self.submodules.append(raw_path.decode("utf-8", "surrogateescape"))
             if kind != b"blob":
                 continue
             path = raw_path.decode("utf-8", "surrogateescape")
