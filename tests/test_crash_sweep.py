@@ -262,6 +262,13 @@ SCENARIOS = [
     ),
     Scenario("approve", _generated, lambda w: ["approve", "--episode", EID, "--by", "editor"], _nothing, 1),
     Scenario("complete", _approved, lambda w: ["complete", "--episode", EID], _nothing, 1),
+    Scenario(
+        "retire",
+        _allocated,
+        lambda w: ["retire", EID, "--by", "ops", "--reason", "scheduled by mistake"],
+        _nothing,
+        0,
+    ),
     Scenario("migrate", _legacy, lambda w: ["migrate"], _nothing, 0, ("2026-W30", "2026-W31")),
     Scenario(
         "budget-acknowledge",
