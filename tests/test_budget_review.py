@@ -166,6 +166,24 @@ def test_bad_acknowledgements_are_refused_and_write_nothing(repo: Path, argv: tu
     assert tree_state(repo, skip=".jobstate") == before
 
 
+def test_an_uncommitted_acknowledgement_file_is_refused_never_committed(repo: Path) -> None:
+    _spend(repo, "2026-W30", "a", "62.00")
+    _add_budget(repo, CAP)
+    path = repo / ACK
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "schema: 1\nentries:\n- {period: 2026-W31, currency: USD, total: '999.00', cap: '30.00', by: m, "
+        "at: '2026-01-01T00:00:00Z', reason: hand-written}\n"
+    )
+    head = git(repo, "rev-parse", "HEAD")
+    proc = run_cli("budget", "acknowledge", "--period", "2026-W30", "--by", "a", "--reason", "r", cwd=repo)
+    assert proc.returncode == 2, proc.stderr
+    assert ACK in proc.stderr
+    assert "untracked" in proc.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert "hand-written" in path.read_text()  # the user's file, untouched
+
+
 def test_without_a_budget_there_is_nothing_to_acknowledge(repo: Path) -> None:
     proc = run_cli("budget", "acknowledge", "--period", "2026-W30", "--by", "a", "--reason", "r", cwd=repo)
     assert proc.returncode == 2

@@ -81,12 +81,13 @@ def reserve(
     return reservation
 
 
-def refuse_uncommitted_inputs(store: Store, periods: list[str], *also: str) -> None:
+def refuse_uncommitted_inputs(store: Store, periods: list[str], *exact: str) -> None:
     """The budget decision reads committed state only: an edit of the cap or of a ledger in the period
-    that nobody committed is refused (exit 2), never taken as the truth."""
-    specs = [CONFIG_FILE, *also, *(f"{STATE}/{p}-*/{name}" for p in periods for name in (COSTS, SUBMISSIONS))]
+    that nobody committed is refused (exit 2), never taken as the truth; so is any difference from HEAD
+    at the ``exact`` paths, an untracked file included (the command rewrites them whole)."""
+    specs = [CONFIG_FILE, *exact, *(f"{STATE}/{p}-*/{name}" for p in periods for name in (COSTS, SUBMISSIONS))]
     for code, path in store.git.status(*specs):
-        if code != "??":
+        if code != "??" or path in exact:
             raise DirtyState(
                 f"{path} has uncommitted changes and the budget decision reads it: "
                 f"{advice.commit_or_restore(path, code)}; nothing was run"
