@@ -21,20 +21,19 @@ MAX_COMMITS = 200
 
 def touched(cwd: Path, base: str, rev: str) -> set[str] | None:
     """The episodes whose files differ between two revisions (None when git cannot say)."""
+    found = changed_paths(cwd, base, rev)
+    return None if found is None else set(found[1])
+
+
+def changed_paths(cwd: Path, base: str, rev: str | None) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The state paths that differ between ``base`` and ``rev`` (the work tree when None), and the episodes
+    they describe; None when git cannot say."""
+    spec = (base,) if rev is None else (base, rev)
     proc = git_read(
-        cwd, "diff-tree", "-r", "-z", "--no-renames", "--name-only", base, rev, "--", "state", "history", check=False
+        cwd, "diff", "--no-renames", "--name-only", "-z", *spec, "--", "state", "history", CONFIG_FILE, check=False
     )
     if proc.returncode != 0:
         return None
-    paths = [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
-    return {name for name in map(_episode_of, paths) if name is not None}
-
-
-def changed_paths(cwd: Path, base: str, rev: str | None) -> tuple[frozenset[str], frozenset[str]]:
-    """The state paths that differ between ``base`` and ``rev`` (the work tree when None), and the episodes
-    they describe."""
-    spec = (base,) if rev is None else (base, rev)
-    proc = git_read(cwd, "diff", "--no-renames", "--name-only", "-z", *spec, "--", "state", "history", CONFIG_FILE)
     paths = frozenset(p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p)
     return paths, frozenset(name for name in map(_episode_of, paths) if name is not None)
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jobstate.core.budget import Acknowledgement
+from jobstate.core.budget import Acknowledgement, acknowledgements_from_yaml_dict
 from jobstate.core.clock import time_text
 from jobstate.core.episode_records import EpisodeRecords, Problems, fill, legacy_fields
 from jobstate.core.keys import key_problems
@@ -68,7 +68,6 @@ from jobstate.review.vanished import (
 )
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_text
-from jobstate.store.records import read_acknowledgements
 from jobstate.store.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
 from jobstate.store.yamlio import loads
 
@@ -240,11 +239,11 @@ def collect(
 def _acknowledgements(snap: Snapshot, files: Collection[str], problems: list[Problem]) -> list[Acknowledgement]:
     if BUDGET_ACKNOWLEDGED not in files:
         return []
-    try:
-        return read_acknowledgements(snap.read(BUDGET_ACKNOWLEDGED), BUDGET_ACKNOWLEDGED)
-    except (OSError, StateInvalid) as exc:
-        problems.append(Problem(BUDGET_ACKNOWLEDGED, str(exc), unreadable=isinstance(exc, OSError)))
+    data = _load(snap, BUDGET_ACKNOWLEDGED, problems)
+    if data is None:
         return []
+    found = _strictly(BUDGET_ACKNOWLEDGED, problems, lambda: acknowledgements_from_yaml_dict(data, BUDGET_ACKNOWLEDGED))
+    return found or []
 
 
 def _check_config(snap: Snapshot, problems: list[Problem]) -> Config | None:
