@@ -37,6 +37,22 @@ def _add_budget(repo: Path, text: str) -> None:
 CAP = "budget:\n  per: week\n  limits: {USD: '30.00'}\n"
 
 
+def _overrun_acknowledged(repo: Path) -> None:
+    """A week that spent 62.00, a cap of 30.00 added after it, and the overrun acknowledged."""
+    _spend(repo, "2026-W30", "a", "62.00")
+    _add_budget(repo, CAP)
+    ack = run_cli("budget", "acknowledge", "--period", "2026-W30", "--by", "a", "--reason", "r", cwd=repo)
+    assert ack.returncode == 0, ack.stderr
+
+
+def _hand_edit(repo: Path, rel: str, old: str, new: str, message: str) -> None:
+    path = repo / rel
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    git(repo, "commit", "-qam", message)
+
+
 def test_an_old_overrun_fails_verify_until_a_person_acknowledges_it(repo: Path) -> None:
     _spend(repo, "2026-W30", "a", "62.00")
     _add_budget(repo, CAP)
@@ -64,11 +80,7 @@ def test_an_old_overrun_fails_verify_until_a_person_acknowledges_it(repo: Path) 
 
 
 def test_spending_after_the_acknowledgement_is_judged_again(repo: Path) -> None:
-    _spend(repo, "2026-W30", "a", "62.00")
-    _add_budget(repo, CAP)
-    assert (
-        run_cli("budget", "acknowledge", "--period", "2026-W30", "--by", "a", "--reason", "r", cwd=repo).returncode == 0
-    )
+    _overrun_acknowledged(repo)
     # a hand-added charge of the same week (a run could not reserve: the week is over its cap)
     costs = repo / "state" / "2026-W30-0" / "costs.yaml"
     text = costs.read_text()
@@ -91,9 +103,7 @@ def test_since_leaves_the_weeks_before_the_budget_unjudged(repo: Path) -> None:
 
 def test_moving_since_later_is_an_alarm_in_review(repo: Path) -> None:
     _add_budget(repo, CAP + "  since: 2026-W30\n")
-    config = repo / "jobstate.yaml"
-    config.write_text(config.read_text().replace("since: 2026-W30", "since: 2026-W45"))
-    git(repo, "commit", "-qam", "judge less")
+    _hand_edit(repo, "jobstate.yaml", "since: 2026-W30", "since: 2026-W45", "judge less")
     proc = run_cli("diff", "HEAD~1", "--strict", cwd=repo)
     assert proc.returncode == 1
     assert "budget.since" in proc.stdout
@@ -108,12 +118,8 @@ def test_since_may_be_an_unquoted_day(repo: Path) -> None:
 
 
 def test_an_acknowledgement_with_a_field_jobstate_never_writes_is_refused(repo: Path) -> None:
-    _spend(repo, "2026-W30", "a", "62.00")
-    _add_budget(repo, CAP)
-    run_cli("budget", "acknowledge", "--period", "2026-W30", "--by", "a", "--reason", "r", cwd=repo)
-    path = repo / ACK
-    path.write_text(path.read_text().replace("  reason: r\n", "  reason: r\n  old: true\n"))
-    git(repo, "commit", "-qam", "a field of its own")
+    _overrun_acknowledged(repo)
+    _hand_edit(repo, ACK, "  reason: r\n", "  reason: r\n  old: true\n", "a field of its own")
     proc = run_cli("verify", cwd=repo)
     assert proc.returncode == 1
     assert "unknown field 'old'" in proc.stdout
@@ -130,12 +136,8 @@ def test_a_malformed_since_is_refused_by_every_command(repo: Path, since: str) -
 
 
 def test_a_rewritten_acknowledgement_is_an_alarm(repo: Path) -> None:
-    _spend(repo, "2026-W30", "a", "62.00")
-    _add_budget(repo, CAP)
-    run_cli("budget", "acknowledge", "--period", "2026-W30", "--by", "a", "--reason", "r", cwd=repo)
-    path = repo / ACK
-    path.write_text(path.read_text().replace("total: '62.00'", "total: '9999.00'"))
-    git(repo, "commit", "-qam", "acknowledge more than was spent")
+    _overrun_acknowledged(repo)
+    _hand_edit(repo, ACK, "total: '62.00'", "total: '9999.00'", "acknowledge more than was spent")
     proc = run_cli("diff", "HEAD~1", "--strict", cwd=repo)
     assert proc.returncode == 1
     assert "budget acknowledgement rewritten" in proc.stdout

@@ -35,13 +35,17 @@ def _paid(repo: Path, tmp_path: Path, step: str = "generate") -> None:
     assert proc.returncode == 0, proc.stderr
 
 
-def _merge_hand_edit(repo: Path, edit: str, replace: str, by: str) -> None:
-    """A pull request that edits a record by hand, merged as people merge them."""
+def _merge_hand_edit(repo: Path, edit: str, replace: str, by: str, *, forced: dict[str, str] | None = None) -> None:
+    """A pull request that edits a record by hand (and adds the ``forced`` files, ignored ones too), merged
+    as people merge them."""
     git(repo, "switch", "-q", "-c", "hand-edit")
     path = repo / "state" / EID / edit
     text = path.read_text()
     assert replace in text
     path.write_text(text.replace(replace, by))
+    for rel, content in (forced or {}).items():
+        (repo / rel).write_text(content)
+        git(repo, "add", "-f", rel)
     git(repo, "commit", "-qam", "tidy the records")
     git(repo, "switch", "-q", "main")
     git(repo, "merge", "-q", "--no-ff", "hand-edit", "-m", "Merge pull request #7")
@@ -109,15 +113,8 @@ def test_a_clone_takes_what_it_first_sees_and_then_checks_what_arrives(repo: Pat
 def test_marks_a_pull_request_delivers_are_never_read(repo: Path, tmp_path: Path) -> None:
     _paid(repo, tmp_path)
     # the attacker's branch carries the hand edit and marks that would vouch for it, where jobstate kept them once
-    git(repo, "switch", "-q", "-c", "hand-edit")
-    path = repo / "state" / EID / "submissions.yaml"
-    path.write_text(path.read_text().replace("state: completed", "state: not-submitted"))
-    forged = repo / ".jobstate" / "checked.json"
-    forged.write_text(json.dumps({EID: "0" * 40}))
-    git(repo, "add", "-f", str(forged))
-    git(repo, "commit", "-qam", "tidy")
-    git(repo, "switch", "-q", "main")
-    git(repo, "merge", "-q", "--no-ff", "hand-edit", "-m", "Merge pull request #9")
+    forged = {".jobstate/checked.json": json.dumps({EID: "0" * 40})}
+    _merge_hand_edit(repo, "submissions.yaml", "state: completed", "state: not-submitted", forced=forged)
     git(repo, "rm", "-q", "--cached", "-r", ".jobstate")
     git(repo, "commit", "-qm", "untrack what the pull request added")
     proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
