@@ -45,6 +45,11 @@ class Move:
         """``old -> new`` lines for the plan and the commit message."""
         return [f"{old} -> {new}" for old, new in self.renames]
 
+    def old_file(self, new_rel: str) -> str:
+        """The legacy file a rewritten file (a key of ``writes``) was."""
+        old = next(old for old, cur in self.renames if new_rel.startswith(cur))
+        return f"{old}/episode.yaml" if old.startswith(f"{STATE}/") else old
+
 
 def _legacy_weeks(store: Store) -> tuple[list[str], list[str]]:
     """Week-only names in state/ and history/ that have no episode_id yet."""
@@ -174,15 +179,12 @@ def unread_fields(store: Store) -> tuple[list[Move], list[str]]:
     files that the migration keeps as text but no command will read, as ``<file>: <field>``. Read-only."""
     _refuse_dirty(store)
     moves = plan(store, format_time(store.now()))
-    states, histories = _legacy_weeks(store)
     out = []
-    for rels, history in (
-        ([f"{STATE}/{w}/episode.yaml" for w in states], False),
-        ([f"{HISTORY}/{w}.yaml" for w in histories], True),
-    ):
-        for rel in rels:
-            data = load_file(store.path(rel), rel)
-            out += [f"{rel}: {name}" for name in legacy_fields_not_read(data, history=history)]
+    for move in moves:
+        for new_rel, text in move.old_texts.items():  # the legacy bytes plan() read, not read again
+            rel = move.old_file(new_rel)
+            history = rel.startswith(f"{HISTORY}/")
+            out += [f"{rel}: {name}" for name in legacy_fields_not_read(loads(text, rel), history=history)]
     return moves, out
 
 
@@ -214,8 +216,7 @@ def dry_run_text(moves: list[Move]) -> str:
         out += [f"  {line}" for line in move.describe()]
     for move in moves:
         for new_rel, new in move.writes.items():
-            old_rel = next(old for old, cur in move.renames if new_rel.startswith(cur))
-            old_file = old_rel + "/episode.yaml" if old_rel.startswith(STATE) else old_rel
+            old_file = move.old_file(new_rel)
             out += list(
                 difflib.unified_diff(
                     move.old_texts[new_rel].decode("utf-8").splitlines(),
