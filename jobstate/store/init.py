@@ -6,7 +6,6 @@ import contextlib
 from pathlib import Path
 
 from jobstate.atomic import is_temp_name
-from jobstate.core import advice
 from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import NotInitialized, UsageError
@@ -60,11 +59,10 @@ def init(path: Path, *, git_init: bool = False, force: bool = False) -> tuple[St
             files[rel] = file.read_bytes() if file.is_file() else default.encode()
 
     if not force and not (root / STATE).is_dir() and not store.git.in_head(f"{STATE}/.gitkeep"):
-        elsewhere = store.branches_with_state()
-        if elsewhere:
+        elsewhere = store.state_elsewhere()
+        if elsewhere is not None:
             raise UsageError(
-                advice.state_elsewhere(str(root), elsewhere, store.head_branch())
-                + "; jobstate init --force starts a second, separate state here instead; nothing was written"
+                elsewhere + "; jobstate init --force starts a second, separate state here instead; nothing was written"
             )
     ensure(f"{STATE}/.gitkeep", "")
     ensure(f"{HISTORY}/.gitkeep", "")

@@ -88,23 +88,22 @@ class Store:
     def require_initialized(self) -> None:
         """Refuse to work in a repository that ``jobstate init`` has not set up."""
         if not (self.root / STATE).is_dir():
-            elsewhere = self.branches_with_state()
-            if elsewhere:  # a clone whose remote HEAD names another branch than the state's
-                raise NotInitialized(advice.state_elsewhere(str(self.root), elsewhere, self.head_branch()))
+            elsewhere = self.state_elsewhere()
+            if elsewhere is not None:  # a clone whose remote HEAD names another branch than the state's
+                raise NotInitialized(elsewhere)
             raise NotInitialized(f"{self.root} has no state/ directory: run jobstate init there first")
 
-    def branches_with_state(self) -> list[str]:
-        """The other branches, local or remote-tracking, that hold a jobstate state (full ref names)."""
+    def state_elsewhere(self) -> str | None:
+        """When other branches, local or remote-tracking, hold a jobstate state: the advice that names
+        one and how to check it out (or bring it in); None when none does."""
         from jobstate.git.branches import branches_holding  # noqa: PLC0415 - start-up: on the way to a refusal
 
-        return branches_holding(self.root, (CONFIG_FILE, STATE), besides=self.head_branch())
-
-    def head_branch(self) -> str | None:
-        """The full ref HEAD's branch is (``refs/heads/main``), None on a detached HEAD."""
         try:
-            return self.git.head_ref()
+            head: str | None = self.git.head_ref()
         except UsageError:  # detached
-            return None
+            head = None
+        refs = branches_holding(self.root, (CONFIG_FILE, STATE), besides=head)
+        return advice.state_elsewhere(str(self.root), refs, head) if refs else None
 
     def require_period_kind(self, period: Period) -> None:
         """Refuse a period of another kind than the repository counts (``period`` in jobstate.yaml)."""
