@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from jobstate import errors
+from jobstate.core.layout import episode_dir
 from jobstate.main import main
 
 from .conftest import git, status
 from .legacy import make_legacy_repo
 
 EID = "2026-W32-0"
-EDIR = f"state/{EID}"
+EDIR = f"{episode_dir(EID)}"
 CMD = """import json, os, sys
 spec = json.load(open(sys.argv[1]))
 for name, text in spec.get("write", {}).items():  # outputs go to the attempt's staging directory

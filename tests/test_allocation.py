@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir, period_dir
 from jobstate.core.periods import parse_period
 from jobstate.errors import AllocationConflict, DirtyState, JobstateError, StateInvalid, UsageError
 from jobstate.store.store import Store
@@ -29,7 +30,7 @@ def test_sequence_increments_within_a_week_and_restarts_next_week(store: Store, 
     assert ids == ["2026-W32-0", "2026-W32-1", "2026-W32-2"]
     assert allocate(store, "run:next", W33).episode_id == "2026-W33-0"
     assert allocate(store, "run:3", W32).episode_id == "2026-W32-3"
-    assert {f"state/{i}/episode.yaml" for i in [*ids, "2026-W33-0", "2026-W32-3"]} <= committed_files(repo)
+    assert {f"{episode_dir(i)}/episode.yaml" for i in [*ids, "2026-W33-0", "2026-W32-3"]} <= committed_files(repo)
     assert status(repo) == ""
 
 
@@ -48,7 +49,11 @@ def test_commit_message_names_episode_and_key(store: Store, repo: Path) -> None:
     msg = git(repo, "log", "-1", "--format=%B")
     assert "2026-W32-0" in msg
     assert "scheduled-run:2026-08-07" in msg
-    assert git(repo, "show", "--stat", "--format=", "HEAD").strip().startswith("state/2026-W32-0/episode.yaml")
+    assert (
+        git(repo, "show", "--stat", "--format=", "HEAD")
+        .strip()
+        .startswith("state/2026/2026-W32/2026-W32-0/episode.yaml")
+    )
 
 
 def test_key_cannot_silently_cross_weeks(store: Store, repo: Path) -> None:
@@ -57,7 +62,7 @@ def test_key_cannot_silently_cross_weeks(store: Store, repo: Path) -> None:
     with pytest.raises(AllocationConflict, match=r"2026-W32.*2026-W33"):
         allocate(store, "k", W33)
     assert git(repo, "rev-parse", "HEAD") == head
-    assert not (repo / "state" / "2026-W33-0").exists()
+    assert not (repo / episode_dir("2026-W33-0")).exists()
 
 
 def _write_episode(repo: Path, episode_id: str, key: str) -> None:
@@ -72,7 +77,7 @@ def _write_episode(repo: Path, episode_id: str, key: str) -> None:
         "allocated_at": "2026-08-07T10:00:00Z",
         "status": "allocated",
     }
-    path = repo / "state" / episode_id / "episode.yaml"
+    path = repo / episode_dir(episode_id) / "episode.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(dumps(data))
 
@@ -93,7 +98,7 @@ def test_same_key_after_crash_returns_same_episode(store: Store, repo: Path) -> 
     _write_episode(repo, "2026-W32-1", "crashed")
     result = allocate(store, "crashed", W32)
     assert (result.episode_id, result.created, result.recovered) == ("2026-W32-1", False, True)
-    assert "state/2026-W32-1/episode.yaml" in committed_files(repo)
+    assert "state/2026/2026-W32/2026-W32-1/episode.yaml" in committed_files(repo)
     assert status(repo) == ""
     assert allocate(store, "crashed", W32).episode_id == "2026-W32-1"
 
@@ -101,7 +106,7 @@ def test_same_key_after_crash_returns_same_episode(store: Store, repo: Path) -> 
 def test_an_uncommitted_episode_of_another_key_keeps_its_sequence(store: Store, repo: Path) -> None:
     _write_episode(repo, "2026-W32-0", "crashed")
     assert allocate(store, "new", W32).episode_id == "2026-W32-1"
-    assert "state/2026-W32-0/episode.yaml" in committed_files(repo)
+    assert "state/2026/2026-W32/2026-W32-0/episode.yaml" in committed_files(repo)
     assert allocate(store, "crashed", W32).episode_id == "2026-W32-0"
 
 
@@ -129,7 +134,7 @@ def test_garbage_catalog_is_replaced(store: Store, repo: Path) -> None:
 
 def test_catalog_that_disagrees_with_files_is_not_trusted(store: Store, repo: Path) -> None:
     allocate(store, "a", W32)
-    path = repo / "state" / "2026-W32-0" / "episode.yaml"
+    path = repo / episode_dir("2026-W32-0") / "episode.yaml"
     path.write_text(path.read_text().replace("allocation_key: a", "allocation_key: b"))
     with pytest.raises(UsageError, match="uncommitted changes"):
         allocate(store, "a", W32)
@@ -138,8 +143,8 @@ def test_catalog_that_disagrees_with_files_is_not_trusted(store: Store, repo: Pa
 def test_dirty_committed_episode_in_target_period_refuses(store: Store, repo: Path) -> None:
     allocate(store, "a", W32)
     head = git(repo, "rev-parse", "HEAD")
-    (repo / "state" / "2026-W32-0" / "episode.yaml").write_text("schema: 1\n")
-    with pytest.raises(UsageError, match=r"state/2026-W32-0/episode.yaml has uncommitted changes"):
+    (repo / episode_dir("2026-W32-0") / "episode.yaml").write_text("schema: 1\n")
+    with pytest.raises(UsageError, match=r"state/2026/2026-W32/2026-W32-0/episode.yaml has uncommitted changes"):
         allocate(store, "b", W32)
     assert git(repo, "rev-parse", "HEAD") == head
 
@@ -148,12 +153,12 @@ def test_stray_file_in_state_refuses(store: Store, repo: Path) -> None:
     (repo / "state" / "notes.txt").write_text("hi")
     with pytest.raises(DirtyState, match=r"state/notes\.txt"):
         allocate(store, "a", W32)
-    assert not (repo / "state" / "2026-W32-0").exists()
+    assert not (repo / episode_dir("2026-W32-0")).exists()
 
 
 def test_deleted_committed_episode_refuses(store: Store, repo: Path) -> None:
     allocate(store, "a", W32)
-    shutil.rmtree(repo / "state" / "2026-W32-0")
+    shutil.rmtree(repo / episode_dir("2026-W32-0"))
     with pytest.raises(UsageError, match="missing from the work tree"):
         allocate(store, "b", W32)
 
@@ -170,7 +175,7 @@ def test_deleted_committed_episode_refuses(store: Store, repo: Path) -> None:
 def test_invalid_uncommitted_state_is_exit_7_and_nothing_written(
     store: Store, repo: Path, content: bytes, match: str
 ) -> None:
-    path = repo / "state" / "2026-W32-0" / "episode.yaml"
+    path = repo / episode_dir("2026-W32-0") / "episode.yaml"
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
     before = written_state(repo)
@@ -182,7 +187,7 @@ def test_invalid_uncommitted_state_is_exit_7_and_nothing_written(
 
 def test_directory_name_must_equal_episode_id(store: Store, repo: Path) -> None:
     _write_episode(repo, "2026-W32-0", "a")
-    (repo / "state" / "2026-W32-0").rename(repo / "state" / "2026-W32-5")
+    (repo / episode_dir("2026-W32-0")).rename(repo / episode_dir("2026-W32-5"))
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "renamed by hand")
     with pytest.raises(StateInvalid, match="does not match its name"):
@@ -206,7 +211,9 @@ def test_keys_are_opaque_never_paths(store: Store, repo: Path) -> None:
     ids = [allocate(store, k, W32).episode_id for k in keys]
     assert ids == [f"2026-W32-{i}" for i in range(len(keys))]
     assert [allocate(store, k, W32).episode_id for k in keys] == ids
-    assert sorted(p.name for p in (repo / "state").iterdir() if not p.name.startswith(".")) == sorted(ids)
+    assert sorted(p.name for p in (repo / period_dir("2026-W32")).iterdir() if not p.name.startswith(".")) == sorted(
+        ids
+    )
 
 
 def test_period_kind_must_match_the_repository(store: Store) -> None:
@@ -238,7 +245,7 @@ def test_foreign_index_lock_is_waited_for_then_refused_with_nothing_changed(repo
     assert "index.lock is held by another git command" in str(info.value)
     assert lock.exists()
     assert git(repo, "rev-parse", "HEAD") == head
-    assert not (repo / "state" / "2026-W32-0").exists()
+    assert not (repo / episode_dir("2026-W32-0")).exists()
     lock.unlink()
     with Store(repo, lock_timeout=0.3) as store:
         assert allocate(store, "a", W32).episode_id == "2026-W32-0"

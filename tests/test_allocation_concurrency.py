@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 from jobstate.store.store import Store
 
@@ -17,7 +18,7 @@ def test_many_processes_get_distinct_consecutive_sequences(repo: Path, tmp_path:
     assert all(a["created"] for a in answers)
     by_key = {a["allocation_key"]: a["episode_id"] for a in answers}
     assert len(set(by_key.values())) == n
-    assert {f"state/2026-W32-{i}/episode.yaml" for i in range(n)} <= committed_files(repo)
+    assert {f"{episode_dir(f'2026-W32-{i}')}/episode.yaml" for i in range(n)} <= committed_files(repo)
     assert git(repo, "rev-list", "--count", "--merges", "HEAD").strip() == "0"
     assert git(repo, "rev-list", "--count", "HEAD").strip() == str(n + 1)
     assert status(repo) == ""
@@ -29,7 +30,9 @@ def test_same_key_from_many_processes_yields_one_episode(repo: Path, tmp_path: P
     answers = parse_json_lines(run_together(repo, args, tmp_path / "gate"))
     assert {a["episode_id"] for a in answers} == {"2026-W32-0"}
     assert sum(1 for a in answers if a["created"]) == 1
-    assert [p for p in committed_files(repo) if p.startswith("state/2026")] == ["state/2026-W32-0/episode.yaml"]
+    assert [p for p in committed_files(repo) if p.startswith("state/2026")] == [
+        "state/2026/2026-W32/2026-W32-0/episode.yaml"
+    ]
     assert status(repo) == ""
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
 from jobstate.core.names import validate_artifact_path
 from jobstate.errors import UsageError
 from jobstate.main import main
@@ -56,7 +57,7 @@ def test_an_artifact_recorded_through_a_record_name_by_a_merge_is_flagged_and_re
     assert main(["--repo", str(repo), "allocate", "--key", "k", "--week", "2026-W32"]) == 0
     code, err = cli(repo, capsys, "run", "--episode", EID, "--step", "gen", "--", *stable_cmd(_report("a.txt")))
     assert code == 0, err
-    record = repo / "state" / EID / "artifacts.yaml"
+    record = repo / episode_dir(EID) / "artifacts.yaml"
 
     def edit() -> None:
         text = record.read_text()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
 from jobstate.main import main
 from jobstate.store.yamlio import MAX_STATE_BYTES
 
@@ -21,7 +22,7 @@ def _oversized(repo: Path, rel: str) -> None:
     git(repo, "commit", "-qam", f"grow {rel}")
 
 
-@pytest.mark.parametrize("rel", [f"state/{EID}/episode.yaml", "jobstate.yaml"])
+@pytest.mark.parametrize("rel", [f"{episode_dir(EID)}/episode.yaml", "jobstate.yaml"])
 def test_an_oversized_state_file_is_exit_7_naming_the_file_and_the_limit(
     repo: Path, capsys: pytest.CaptureFixture[str], rel: str
 ) -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from jobstate.core.layout import episode_dir
 from jobstate.store.yamlio import loads
 
 from .conftest import git, run_cli
@@ -39,7 +40,7 @@ def test_init_records_the_state_branch_and_allocate_refuses_elsewhere(repo: Path
     assert proc.returncode == 4, proc.stderr
     assert "state's branch" in proc.stderr
     assert "--any-branch" in proc.stderr
-    assert not (side / "state" / "2026-W33-0").exists()
+    assert not (side / episode_dir("2026-W33-0")).exists()
     forced = run_cli("allocate", "--key", "b", "--week", "2026-W33", "--any-branch", cwd=side)
     assert forced.returncode == 0, forced.stderr
     # a retry writes nothing, so it is answered on any branch
@@ -117,8 +118,8 @@ def test_an_episode_a_merge_dropped_is_not_called_a_reset(repo: Path, tmp_path: 
     side = _worktree(repo, tmp_path)
     run_cli("allocate", "--key", "x", "--week", "2026-W33", "--any-branch", cwd=side)
     git(repo, "merge", "-q", "--no-commit", "--no-ff", "side")
-    git(repo, "rm", "-rq", "--cached", "state/2026-W33-0")
-    shutil.rmtree(repo / "state" / "2026-W33-0")
+    git(repo, "rm", "-rq", "--cached", "state/2026/2026-W33/2026-W33-0")
+    shutil.rmtree(repo / episode_dir("2026-W33-0"))
     git(repo, "commit", "-qm", "a merge that dropped it")
     proc = run_cli("allocate", "--key", "x", "--week", "2026-W33", cwd=repo)
     assert proc.returncode == 4

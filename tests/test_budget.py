@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 from jobstate.errors import BudgetExceeded, FingerprintMismatch, StepAlreadyCompleted, UsageError
 from jobstate.paid.step import paid_step
@@ -109,7 +110,7 @@ def test_settlement_below_and_above_the_maximum(repo: Path, tmp_path: Path) -> N
             "remaining": "10.90",
         }
     ]
-    subs = (repo / "state" / high / "submissions.yaml").read_text()
+    subs = (repo / episode_dir(high) / "submissions.yaml").read_text()
     assert "overrun: '1.00'" in subs
     by_day = json.loads(run_cli("budget", "--period", "2026-08-05", "--json", cwd=repo).stdout)
     assert by_day["period"] == "2026-W32"  # the budget week that day falls in
@@ -185,7 +186,7 @@ def test_max_cost_must_be_an_amount_and_a_currency(
     # a real, committed episode of a budgeted repository: only the value of --max-cost can be refused
     _with_budget(repo)
     eid = allocate(store, "a", W32).episode_id
-    assert f"state/{eid}/episode.yaml" in git(repo, "ls-files", "state")
+    assert f"{episode_dir(eid)}/episode.yaml" in git(repo, "ls-files", "state")
     head = git(repo, "rev-parse", "HEAD")
     proc = run_cli("run", "--episode", eid, "--step", "generate", "--max-cost", value, *_cmd(tmp_path), cwd=repo)
     assert (proc.returncode, proc.stderr) == (2, f"jobstate: error: {message}\n")
@@ -247,7 +248,7 @@ def test_supersede_opens_a_new_attempt_for_the_changed_request(store: Store, rep
     assert run_cli(*args, cwd=repo).returncode == 0
     assert run_cli("run", "--episode", eid, "--step", "generate", *changed, cwd=repo).returncode == 0
     assert _ran(tmp_path) == [eid, eid]
-    assert "superseded" in (repo / "state" / eid / "submissions.yaml").read_text()
+    assert "superseded" in (repo / episode_dir(eid) / "submissions.yaml").read_text()
     # a reviewer sees an operator's decision, not a rewritten submission
     diff = json.loads(run_cli("diff", before, "--format", "json", cwd=repo).stdout)
     assert diff["alarms"] == []
@@ -272,7 +273,7 @@ def test_verify_reports_overruns_and_a_budget_exceeded_by_hand_and_against_keeps
     proc = run_cli("verify", "--rev", "HEAD", cwd=repo)
     assert proc.returncode == 1
     assert "budget 2026-W32 USD: spent and reserved 6.00, over the cap 5.00" in proc.stdout
-    subs = repo / "state" / eid / "submissions.yaml"
+    subs = repo / episode_dir(eid) / "submissions.yaml"
     subs.write_text(subs.read_text().replace("amount: '5'", "amount: '9'"))
     git(repo, "commit", "-qam", "a rewritten reservation")
     proc = run_cli("verify", "--rev", "HEAD", "--against", "HEAD~1", cwd=repo)
@@ -319,9 +320,9 @@ def test_the_budget_decision_refuses_uncommitted_edits_of_its_inputs(repo: Path,
         config.write_text(config.read_text().replace("'5.00'", "'1000.00'"))
         named = "jobstate.yaml"
     else:
-        costs = repo / "state" / first / "costs.yaml"
+        costs = repo / episode_dir(first) / "costs.yaml"
         costs.write_text(costs.read_text().replace("'5.00'", "'0.00'"))
-        named = f"state/{first}/costs.yaml"
+        named = f"{episode_dir(first)}/costs.yaml"
     head = git(repo, "rev-parse", "HEAD")
     proc = run_cli(run[0], "--episode", second, *run[1:], cwd=repo)
     assert proc.returncode == 2, proc.stderr

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
+
 from .conftest import git, run_cli
 from .snapshots import tree_state
 
@@ -82,7 +84,7 @@ def test_an_old_overrun_fails_verify_until_a_person_acknowledges_it(repo: Path) 
 def test_spending_after_the_acknowledgement_is_judged_again(repo: Path) -> None:
     _overrun_acknowledged(repo)
     # a hand-added charge of the same week (a run could not reserve: the week is over its cap)
-    costs = repo / "state" / "2026-W30-0" / "costs.yaml"
+    costs = repo / episode_dir("2026-W30-0") / "costs.yaml"
     text = costs.read_text()
     costs.write_text(text + text[text.index("- ") :].replace("62.00", "1.00").replace("charge_id: ", "charge_id: x"))
     git(repo, "commit", "-qam", "one more charge")
@@ -219,11 +221,11 @@ def test_strict_review_of_a_pull_request_judges_what_it_changes(repo: Path) -> N
     _spend(repo, "2026-W31", "b", "5.00", "--max-cost", "10.00 USD")  # the pull request: a clean week
     proc = run_cli("verify", "--strict", "--against", base, cwd=repo)
     assert proc.returncode == 0, proc.stdout
-    assert f"state/{old}/submissions.yaml: warning" in proc.stdout
+    assert f"{episode_dir(old)}/submissions.yaml: warning" in proc.stdout
     assert "1 warning (about what the change did not touch)" in proc.stdout
     # the same overrun in the pull request itself fails it
     base = git(repo, "rev-parse", "HEAD").strip()
     _spend(repo, "2026-W32", "c", "12.40", "--max-cost", "10.00 USD")
     failing = run_cli("verify", "--strict", "--against", base, cwd=repo)
     assert failing.returncode == 1
-    assert "state/2026-W32-0/submissions.yaml: error" in failing.stdout
+    assert "state/2026/2026-W32/2026-W32-0/submissions.yaml: error" in failing.stdout

@@ -26,7 +26,7 @@ def _line_of(path: Path, needle: str) -> int:
 
 
 def test_verify_github_annotations_point_at_the_yaml_line(history: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    broken = history / "state/2026-W34-0/approval.yaml"
+    broken = history / "state/2026/2026-W34/2026-W34-0/approval.yaml"
     broken.write_text("schema: 1\ndecisions:\n- {status: approved, by: ed\n")
     git(history, "add", "-A")
     git(history, "commit", "-qm", "broken approval")
@@ -34,31 +34,37 @@ def test_verify_github_annotations_point_at_the_yaml_line(history: Path, capsys:
     out, err = capsys.readouterr()
     assert code == 7, err  # malformed YAML is exit 7 in every command, verify included
     lines = out.splitlines()
-    subs = history / "state/2026-W33-1/submissions.yaml"
-    at = f"file=state/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}"
+    subs = history / "state/2026/2026-W33/2026-W33-1/submissions.yaml"
+    at = f"file=state/2026/2026-W33/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}"
     unknown = f"::warning {at},title=jobstate verify::"
     assert any(line.startswith(unknown + "step 'generate' is unknown") for line in lines), out
-    parse = [line for line in lines if line.startswith("::error file=state/2026-W34-0/approval.yaml,line=")]
+    parse = [
+        line for line in lines if line.startswith("::error file=state/2026/2026-W34/2026-W34-0/approval.yaml,line=")
+    ]
     assert len(parse) == 1, out
-    assert parse[0].startswith("::error file=state/2026-W34-0/approval.yaml,line=4,title=jobstate verify::invalid YAML")
+    assert parse[0].startswith(
+        "::error file=state/2026/2026-W34/2026-W34-0/approval.yaml,line=4,title=jobstate verify::invalid YAML"
+    )
     assert lines[-1].startswith("::error title=jobstate verify::verify: 5 episodes")
     code = main(["verify", "--repo", str(history), "--rev", "HEAD", "--format", "github", "--strict"])
     out, _err = capsys.readouterr()
     assert code == 7
-    assert f"::error file=state/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}," in out
+    assert f"::error file=state/2026/2026-W33/2026-W33-1/submissions.yaml,line={_line_of(subs, 'generate:')}," in out
 
 
 def test_a_malformed_cost_entry_is_annotated_at_the_ledger_entries(
     history: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    costs = history / "state/2026-W33-0/costs.yaml"
+    costs = history / "state/2026/2026-W33/2026-W33-0/costs.yaml"
     costs.write_text(costs.read_text().replace("amount: '12.40'", "amount: '12,40'", 1))
     git(history, "commit", "-qam", "a comma for a point")
     assert main(["verify", "--repo", str(history), "--rev", "HEAD", "--format", "github"]) == 1
     out = capsys.readouterr().out
     line = _line_of(costs, "entries:")
     assert line > 1
-    assert f"::error file=state/2026-W33-0/costs.yaml,line={line},title=jobstate verify::cost entry" in out, out
+    assert (
+        f"::error file=state/2026/2026-W33/2026-W33-0/costs.yaml,line={line},title=jobstate verify::cost entry" in out
+    ), out
 
 
 def test_github_annotations_escape_newlines_and_commas() -> None:
@@ -144,12 +150,12 @@ def test_action_summarises_the_diff_and_verifies_strictly_by_default(history: Pa
     summary = (history.parent / "summary.md").read_text()
     assert summary.startswith(f"## jobstate diff {base}..HEAD\n")
     assert "| 2026-W33-0 | rejected | editor | intro too long |" in summary
-    assert "::warning file=state/2026-W33-1/submissions.yaml,line=" in out
+    assert "::warning file=state/2026/2026-W33/2026-W33-1/submissions.yaml,line=" in out
     assert "::notice title=jobstate verify::verify: 5 episodes" in out
     # strict (the default): the unknown step fails the job, and the summary is still written first
     code, out = _run_action(history, action_checkout, {"install": "false"}, base, bin_dir)
     assert code == 1, out
-    assert "::error file=state/2026-W33-1/submissions.yaml" in out
+    assert "::error file=state/2026/2026-W33/2026-W33-1/submissions.yaml" in out
     assert (history.parent / "summary.md").read_text() == summary
 
 
@@ -175,7 +181,7 @@ def test_a_pull_request_with_an_alarm_fails_the_job_after_writing_the_summary(
     history: Path, action_checkout: Path
 ) -> None:
     base = git(history, "rev-parse", "HEAD").strip()
-    costs = history / "state/2026-W33-0/costs.yaml"
+    costs = history / "state/2026/2026-W33/2026-W33-0/costs.yaml"
     costs.write_text(costs.read_text().replace("amount: '12.40'", "amount: '1.24'", 1))
     git(history, "commit", "-qam", "a rewritten cost, no label, nothing else")
     bin_dir = Path(sys.executable).parent
@@ -186,7 +192,7 @@ def test_a_pull_request_with_an_alarm_fails_the_job_after_writing_the_summary(
     assert "cost entry rewritten" in summary
     assert "::error title=jobstate diff::changes that should never happen" in out
     # verify --against the base ran too, unlabelled: the record model refuses the rewritten entry
-    assert "::error file=state/2026-W33-0/costs.yaml" in out
+    assert "::error file=state/2026/2026-W33/2026-W33-0/costs.yaml" in out
     assert "cost entry rewritten" in out
 
 
@@ -209,17 +215,21 @@ def test_pre_commit_hook_checks_staged_state_and_history_changes(history: Path) 
     assert "files" not in hook
     argv = shlex.split(hook["entry"])
     assert argv[0] == "jobstate"
-    (history / "history/2026-W33-1.yaml").write_text("schema: 1\nepisode_id: 2026-W33-1\ncompleted_at: x\n")
+    (history / "history/2026/2026-W33/2026-W33-1.yaml").write_text(
+        "schema: 1\nepisode_id: 2026-W33-1\ncompleted_at: x\n"
+    )
     git(history, "add", "-A")
     bin_dir = Path(sys.executable).parent
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(history.parent)}
     staged_ok = subprocess.run(argv, cwd=history, env=env, capture_output=True, text=True, check=False)
     assert staged_ok.returncode == 1, staged_ok.stdout  # completed while a step is unknown
-    assert "history/2026-W33-1.yaml: error: history is written only when no step is open" in staged_ok.stdout
+    assert (
+        "history/2026/2026-W33/2026-W33-1.yaml: error: history is written only when no step is open" in staged_ok.stdout
+    )
     assert "steps: records 'generate'" in staged_ok.stdout
     assert "uncommitted" not in staged_ok.stdout
     git(history, "reset", "-q", "--hard")
-    path = history / "state/2026-W34-0/approval.yaml"
+    path = history / "state/2026/2026-W34/2026-W34-0/approval.yaml"
     path.write_text("schema: 1\ndecisions: []\n")
     git(history, "add", "-A")
     clean = subprocess.run(argv, cwd=history, env=env, capture_output=True, text=True, check=False)
@@ -254,7 +264,7 @@ def test_pre_push_hook_fails_on_a_change_that_should_never_happen(history: Path)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(history.parent)}
     base = git(history, "rev-parse", "HEAD").strip()
     env |= {"PRE_COMMIT_FROM_REF": base, "PRE_COMMIT_TO_REF": "HEAD"}
-    (history / "state/2026-W34-0/episode.yaml").unlink()
+    (history / "state/2026/2026-W34/2026-W34-0/episode.yaml").unlink()
     git(history, "commit", "-qam", "an episode deleted")
     proc = subprocess.run(argv, cwd=history, env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import Period
 from jobstate.errors import UsageError
 from jobstate.main import main
@@ -97,7 +98,7 @@ def test_readme_recipe_retry_gets_the_same_episode_and_the_next_run_a_new_one(
     assert git(repo, "rev-parse", "HEAD") == head  # a retry writes nothing
     code, out, err = launch(scheduler_env, repo, following, argv, capsys)
     assert (code, out.strip()) == (0, "2026-W33-0"), err
-    record = load_file(repo / "state" / episode / "episode.yaml", "episode.yaml")["scheduler"]
+    record = load_file(repo / episode_dir(episode) / "episode.yaml", "episode.yaml")["scheduler"]
     assert record["name"] == scheduler
     assert record["manual"] is False
     assert record["started_at"] == first.now.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -170,7 +171,7 @@ def test_every_scheduler_counts_a_late_start_in_the_scheduled_period_and_says_so
     code, out, err = launch(scheduler_env, repo, run, ["allocate", "--from", scheduler, *options], capsys)
     assert (code, out) == (0, "2026-W32-0\n"), err
     assert "in period 2026-W33; it counts in 2026-W32 (scheduled for 2026-08-09T23:00:00Z)" in err
-    record = load_file(repo / "state" / "2026-W32-0" / "episode.yaml", "episode.yaml")["scheduler"]
+    record = load_file(repo / episode_dir("2026-W32-0") / "episode.yaml", "episode.yaml")["scheduler"]
     assert (record["intended_at"], record["started_in_period"]) == ("2026-08-09T23:00:00Z", "2026-W33")
 
 
@@ -182,7 +183,7 @@ def test_late_start_across_a_period_boundary_is_counted_in_the_scheduled_period_
     code, out, err = launch(scheduler_env, repo, run, ["allocate", "--from", "kubernetes"], capsys)
     assert (code, out) == (0, "2026-W32-0\n"), err
     assert "started 2026-08-10T00:04:00Z in period 2026-W33; it counts in 2026-W32" in err
-    record = load_file(repo / "state" / "2026-W32-0" / "episode.yaml", "episode.yaml")["scheduler"]
+    record = load_file(repo / episode_dir("2026-W32-0") / "episode.yaml", "episode.yaml")["scheduler"]
     assert record["started_in_period"] == "2026-W33"
     assert record["intended_at"] == "2026-08-09T23:59:00Z"
     assert record["attempt"] == f"weekly-media-{minutes(sunday_night)}-x7k2p"
@@ -218,7 +219,7 @@ def test_a_manual_run_never_takes_a_scheduled_slots_key(
     assert (code, out) == (0, "2026-W32-0\n"), err
     code, out, err = launch(scheduler_env, repo, Run({}, MONDAY + timedelta(hours=1)), [*scheduled, "--manual"], capsys)
     assert (code, out) == (0, "2026-W32-1\n"), err
-    record = load_file(repo / "state" / "2026-W32-1" / "episode.yaml", "episode.yaml")["scheduler"]
+    record = load_file(repo / episode_dir("2026-W32-1") / "episode.yaml", "episode.yaml")["scheduler"]
     assert record["manual"] is True
     dispatch = github("16300000000", "1", MONDAY, event="workflow_dispatch")
     code, out, err = launch(scheduler_env, repo, dispatch, ["allocate", "--from", "github-actions", "--json"], capsys)

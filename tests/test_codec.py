@@ -19,6 +19,7 @@ from jobstate.core.artifacts import artifacts_from_yaml_dict, artifacts_to_yaml_
 from jobstate.core.attempts import submissions_from_yaml_dict, submissions_to_yaml_dict
 from jobstate.core.costs import costs_from_yaml_dict, costs_to_yaml_dict
 from jobstate.core.keys import validate_key
+from jobstate.core.layout import episode_dir
 from jobstate.core.names import (
     validate_artifact_path,
     validate_person,
@@ -62,12 +63,12 @@ def test_a_replacing_resolve_in_a_budgeted_repository_is_written_and_read_back(
     assert "task-9: HTTP 404" in unknown.stderr
     proc = run_cli(*resolve, "--accepted", "task-1", "--replaces", "task-9", cwd=repo)
     assert proc.returncode == 0, proc.stderr
-    submissions = (repo / "state" / eid / "submissions.yaml").read_text()
+    submissions = (repo / episode_dir(eid) / "submissions.yaml").read_text()
     assert "*id" not in submissions
     proc = run_cli(*run, cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert [c["task_id"] for c in vendor.charges()] == ["task-1"]
-    assert "12.40" in (repo / "state" / eid / "costs.yaml").read_text()
+    assert "12.40" in (repo / episode_dir(eid) / "costs.yaml").read_text()
     assert run_cli("verify", "--strict", cwd=repo).returncode == 0
     assert status(repo) == ""
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import jobstate
+from jobstate.core.layout import episode_dir
 from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import git, status, vendor_step
@@ -63,10 +64,10 @@ def test_each_command_of_the_walk_through_makes_the_commits_the_readme_says(
     assert "12.40 USD" in messages[0]
     assert "final.txt" in messages[0]
     assert git(repo, "show", "--name-only", "--format=", "HEAD").split() == [
-        f"state/{EID}/artifacts.yaml",
-        f"state/{EID}/costs.yaml",
-        f"state/{EID}/final.txt",
-        f"state/{EID}/submissions.yaml",
+        f"{episode_dir(EID)}/artifacts.yaml",
+        f"{episode_dir(EID)}/costs.yaml",
+        f"{episode_dir(EID)}/final.txt",
+        f"{episode_dir(EID)}/submissions.yaml",
     ]
     assert _counted(repo, tmp_path, *_run(vendor.url))[0] == 0  # completed: a retry pays and commits nothing
     never_allocated = ["run", "--episode", "2026-W32-7", "--step", STEP, "--", "true"]
@@ -113,8 +114,8 @@ def test_a_failing_command_still_gets_its_charge_recorded_in_the_closing_commit(
     )
     run = ["run", "--episode", EID, "--step", STEP, "--", sys.executable, str(script)]
     assert _counted(repo, tmp_path, *run, ok=9)[0] == 3  # intent, acceptance, the charge (no completion)
-    assert "3.10" in (repo / "state" / EID / "costs.yaml").read_text()
-    assert "completed" not in (repo / "state" / EID / "submissions.yaml").read_text()
+    assert "3.10" in (repo / episode_dir(EID) / "costs.yaml").read_text()
+    assert "completed" not in (repo / episode_dir(EID) / "submissions.yaml").read_text()
 
 
 def _python_step(repo: Path, *, fail: bool) -> int:
@@ -135,7 +136,7 @@ def _python_step(repo: Path, *, fail: bool) -> int:
 
 def test_the_python_api_commits_charges_and_artifacts_with_the_end(repo: Path) -> None:
     assert _python_step(repo, fail=False) == 3  # intent, acceptance, the close
-    episode = repo / "state" / "2026-W33-0"
+    episode = repo / episode_dir("2026-W33-0")
     assert git(repo, "log", "-1", "--format=%s").startswith("done 2026-W33-0 generate attempt 1")
     assert (episode / "out.txt").read_text() == "made\n"
     assert "1.50" in (episode / "costs.yaml").read_text()
@@ -145,7 +146,7 @@ def test_the_python_api_commits_charges_and_artifacts_with_the_end(repo: Path) -
 
 def test_a_body_that_raises_after_reporting_a_charge_still_gets_it_committed(repo: Path) -> None:
     assert _python_step(repo, fail=True) == 3  # intent, acceptance, the charges and artifact without the end
-    episode = repo / "state" / "2026-W33-0"
+    episode = repo / episode_dir("2026-W33-0")
     assert git(repo, "log", "-1", "--format=%s").startswith("report 2026-W33-0 generate attempt 1")
     costs = (episode / "costs.yaml").read_text()
     assert "1.50" in costs

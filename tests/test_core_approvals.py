@@ -15,7 +15,7 @@ from jobstate.core.approvals import (
 )
 from jobstate.errors import StateInvalid
 
-SOURCE = "state/2026-W32-0/approval.yaml"
+SOURCE = "state/2026/2026-W32/2026-W32-0/approval.yaml"
 
 
 def test_decisions_are_typed_and_written_back_unchanged() -> None:

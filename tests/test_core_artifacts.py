@@ -9,7 +9,7 @@ import pytest
 from jobstate.core.artifacts import artifact_map, artifacts_from_yaml_dict, artifacts_to_yaml_dict, new_artifact
 from jobstate.errors import StateInvalid
 
-SOURCE = "state/2026-W32-0/artifacts.yaml"
+SOURCE = "state/2026/2026-W32/2026-W32-0/artifacts.yaml"
 SHA = "ab" * 32
 
 

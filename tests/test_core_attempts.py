@@ -18,7 +18,7 @@ from jobstate.core.attempts import (
 from jobstate.core.records import AttemptState
 from jobstate.errors import StateInvalid
 
-SOURCE = "state/2026-W32-0/submissions.yaml"
+SOURCE = "state/2026/2026-W32/2026-W32-0/submissions.yaml"
 GOOD: dict[str, Any] = {
     "attempt": 1,
     "idempotency_key": "2026-W32-0.generate.1.abc",

@@ -21,7 +21,7 @@ from jobstate.core.costs import (
 )
 from jobstate.errors import StateInvalid
 
-SOURCE = "state/2026-W32-0/costs.yaml"
+SOURCE = "state/2026/2026-W32/2026-W32-0/costs.yaml"
 ENTRY: dict[str, Any] = {
     "step": "generate",
     "amount": "12.40",

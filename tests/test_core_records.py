@@ -19,14 +19,14 @@ def _episode() -> Episode:
 def test_episode_round_trips_through_its_yaml_dict_keeping_unknown_fields() -> None:
     data = _episode().to_yaml_dict()
     assert list(data)[:3] == ["schema", "episode_id", "period_id"]
-    again = episode_from_yaml_dict(data, "state/2026-W32-1/episode.yaml", "2026-W32-1")
+    again = episode_from_yaml_dict(data, "state/2026/2026-W32/2026-W32-1/episode.yaml", "2026-W32-1")
     assert again == _episode()
     assert again.extra == {"note": "kept"}
 
 
 def test_episode_under_another_name_is_refused() -> None:
     with pytest.raises(StateInvalid, match="does not match its name"):
-        episode_from_yaml_dict(_episode().to_yaml_dict(), "state/2026-W32-2/episode.yaml", "2026-W32-2")
+        episode_from_yaml_dict(_episode().to_yaml_dict(), "state/2026/2026-W32/2026-W32-2/episode.yaml", "2026-W32-2")
 
 
 def test_attempt_states_are_the_strings_submissions_yaml_holds() -> None:

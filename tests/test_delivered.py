@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from jobstate.core.layout import episode_dir
+
 from .conftest import git, run_cli
 
 EID = "2026-W30-0"
@@ -39,7 +41,7 @@ def _merge_hand_edit(repo: Path, edit: str, replace: str, by: str, *, forced: di
     """A pull request that edits a record by hand (and adds the ``forced`` files, ignored ones too), merged
     as people merge them."""
     git(repo, "switch", "-q", "-c", "hand-edit")
-    path = repo / "state" / EID / edit
+    path = repo / episode_dir(EID) / edit
     text = path.read_text()
     assert replace in text
     path.write_text(text.replace(replace, by))
@@ -57,7 +59,7 @@ def test_a_merged_hand_edit_that_reopens_a_paid_attempt_is_refused_before_cmd(re
     _merge_hand_edit(repo, "submissions.yaml", "state: completed", "state: not-submitted")
     proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
     assert proc.returncode == 7, proc.stderr
-    assert f"state/{EID} changed since this clone last checked it" in proc.stderr
+    assert f"{episode_dir(EID)} changed since this clone last checked it" in proc.stderr
     assert "submissions.yaml" in proc.stderr
     assert "jobstate verify --against" in proc.stderr
     assert proc.stderr.count("\n") == 1
@@ -78,7 +80,7 @@ def test_a_merged_ledger_rewrite_is_refused_before_a_decision(repo: Path, tmp_pa
     proc = run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo)
     assert proc.returncode == 7, proc.stderr
     assert "cost entry rewritten" in proc.stderr
-    assert not (repo / "state" / EID / "approval.yaml").exists()
+    assert not (repo / episode_dir(EID) / "approval.yaml").exists()
 
 
 def test_what_commands_and_people_do_legitimately_passes(repo: Path, tmp_path: Path) -> None:
@@ -136,11 +138,11 @@ def test_a_submodule_under_state_is_flagged_by_verify_and_diff(repo: Path) -> No
     assert run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo).returncode == 0
     head = git(repo, "rev-parse", "HEAD").strip()
     # a gitlink, as `git submodule add` would stage it: no file in the work tree, a commit in the tree
-    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},state/{EID}/vendored")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{head},{episode_dir(EID)}/vendored")
     git(repo, "commit", "-qm", "vendor a tool")
     proc = run_cli("verify", "--rev", "HEAD", cwd=repo)
     assert proc.returncode == 1, proc.stdout
-    assert f"state/{EID}/vendored: error: is a submodule (gitlink)" in proc.stdout
+    assert f"{episode_dir(EID)}/vendored: error: is a submodule (gitlink)" in proc.stdout
     shown = run_cli("diff", "HEAD~1", "--strict", cwd=repo)
     assert shown.returncode == 1, shown.stdout
     assert "is a submodule (gitlink)" in shown.stdout

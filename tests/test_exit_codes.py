@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobstate import errors
+from jobstate.core.layout import episode_dir
 from jobstate.main import main
 from jobstate.store.init import init
 
@@ -41,13 +42,13 @@ def _not_git(tmp_path: Path) -> Path:
 
 def _dirty_untracked(tmp_path: Path) -> Path:
     repo = _allocated(tmp_path)
-    (repo / "state" / EID / "prompt.txt").write_text("shorter intro\n")
+    (repo / episode_dir(EID) / "prompt.txt").write_text("shorter intro\n")
     return repo
 
 
 def _dirty_modified(tmp_path: Path) -> Path:
     repo = _allocated(tmp_path)
-    path = repo / "state" / EID / "episode.yaml"
+    path = repo / episode_dir(EID) / "episode.yaml"
     path.write_text(path.read_text() + "# edited\n")
     return repo
 
@@ -55,15 +56,15 @@ def _dirty_modified(tmp_path: Path) -> Path:
 def _uncommitted(tmp_path: Path) -> Path:
     """An episode directory on disk that HEAD does not have (its commit undone), with a file of the user's."""
     repo = _allocated(tmp_path)
-    git(repo, "rm", "-r", "-q", "--cached", f"state/{EID}")
+    git(repo, "rm", "-r", "-q", "--cached", f"{episode_dir(EID)}")
     git(repo, "commit", "-qm", "forget the episode")
-    (repo / "state" / EID / "notes.txt").write_text("the user's own notes\n")
+    (repo / episode_dir(EID) / "notes.txt").write_text("the user's own notes\n")
     return repo
 
 
 def _malformed_episode(tmp_path: Path) -> Path:
     repo = _allocated(tmp_path)
-    (repo / "state" / EID / "episode.yaml").write_text("schema: 1\nepisode_id: [unclosed\n")
+    (repo / episode_dir(EID) / "episode.yaml").write_text("schema: 1\nepisode_id: [unclosed\n")
     git(repo, "commit", "-qam", "break it")
     return repo
 
@@ -127,8 +128,8 @@ def _untracked_in_state(tmp_path: Path) -> Path:
 
 def _untracked_dir_in_state(tmp_path: Path) -> Path:
     repo = _allocated(tmp_path)
-    (repo / "state" / "2026-W33-0").mkdir()
-    (repo / "state" / "2026-W33-0" / "draft.txt").write_text("mine\n")
+    (repo / episode_dir("2026-W33-0")).mkdir(parents=True)
+    (repo / episode_dir("2026-W33-0") / "draft.txt").write_text("mine\n")
     return repo
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
 from jobstate.paid.step import paid_step
 from jobstate.store.records import artifacts, cost_entries, submissions
 from jobstate.store.store import Store
@@ -24,7 +25,7 @@ from .conftest import committed_files, git, run_cli, stable_cmd, status
 from .procs import wait_until_exited
 
 EID = "2026-W32-0"
-EDIR = f"state/{EID}"
+EDIR = f"{episode_dir(EID)}"
 
 
 @pytest.fixture

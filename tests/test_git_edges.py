@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
 from jobstate.main import main
 
 from .conftest import git, run_cli, status
@@ -39,7 +40,7 @@ def test_a_linked_worktree_commits_on_its_own_branch(repo: Path, capsys: pytest.
     assert git(linked, "log", "-2", "--format=%s", "other").splitlines()[0] == "allocate 2026-W32-1 for key 'b'"
     assert status(linked) == ""
     assert status(repo) == ""
-    assert not (repo / "state" / "2026-W32-0").exists()
+    assert not (repo / episode_dir("2026-W32-0")).exists()
     code, out, _err = _jobstate(linked, capsys, "verify", "--strict")
     assert code == 0, out
 
@@ -134,5 +135,5 @@ def test_hooks_that_call_jobstate_and_jobstate_commits_that_run_no_hooks(repo: P
     assert "GIT_INDEX_FILE" in (tmp_path / "hook.log.env").read_text().split()
     subjects = git(repo, "log", "--format=%s", "-3").splitlines()
     assert subjects == ["done 2026-W32-0 hooked attempt 1", "intent 2026-W32-0 hooked attempt 1", "pipeline notes"]
-    assert "state: completed" in git(repo, "show", "HEAD:state/2026-W32-0/submissions.yaml")
+    assert "state: completed" in git(repo, "show", "HEAD:state/2026/2026-W32/2026-W32-0/submissions.yaml")
     assert status(repo) == ""

@@ -6,6 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from jobstate.core.layout import episode_dir
 from jobstate.main import main
 
 from .conftest import git, plain_repo, status
@@ -32,6 +33,6 @@ def test_run_from_a_pre_commit_hook_of_another_repository(repo: Path, tmp_path: 
     report = out.read_text()
     assert f"GIT_INDEX_FILE={pipeline}" in report  # the hook really ran with the other repository's index
     assert "exit 0" in report, report
-    assert "state: completed" in (repo / "state" / EID / "submissions.yaml").read_text()
+    assert "state: completed" in (repo / episode_dir(EID) / "submissions.yaml").read_text()
     assert status(repo) == ""
     assert git(pipeline, "log", "-1", "--format=%s").strip() == "trigger the hook"

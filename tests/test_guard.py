@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir, history_path
 from jobstate.core.periods import parse_period
 from jobstate.errors import DirtyState, EpisodeCompleted, EpisodeUnknown, UsageError
 from jobstate.paid.guard import guard
@@ -50,91 +51,92 @@ def test_an_unknown_episode(store: Store, repo: Path, episode: str) -> None:
 
 
 def test_an_uncommitted_episode_is_refused_before_anything_is_moved(store: Store, repo: Path, episode: str) -> None:
-    git(repo, "rm", "-r", "-q", "--cached", f"state/{EID}")
+    git(repo, "rm", "-r", "-q", "--cached", f"{episode_dir(EID)}")
     git(repo, "commit", "-qm", "forget it")
-    (repo / "state" / EID / "notes.txt").write_text("mine\n")
+    (repo / episode_dir(EID) / "notes.txt").write_text("mine\n")
     told: list[str] = []
     with pytest.raises(EpisodeUnknown) as info:
         guard(store, episode, notify=told.append)
     assert str(info.value) == (f"episode {EID} is not committed; run the same jobstate allocate again to commit it")
-    assert (repo / "state" / EID / "notes.txt").read_text() == "mine\n"
+    assert (repo / episode_dir(EID) / "notes.txt").read_text() == "mine\n"
     assert told == []
 
 
 _SHOW = (
-    f"(git status --ignored -- state/{EID}): jobstate acts only on an episode exactly as committed, so nothing was run"
+    f"(git status --ignored -- {episode_dir(EID)}): jobstate acts only on an episode exactly as committed, "
+    "so nothing was run"
 )
 
 
 def test_an_edited_record_is_dirty(store: Store, repo: Path, episode: str) -> None:
-    path = repo / "state" / EID / "episode.yaml"
+    path = repo / episode_dir(EID) / "episode.yaml"
     path.write_text(path.read_text() + "# edited\n")
     with pytest.raises(DirtyState) as info:
         guard(store, episode)
     assert str(info.value) == (
-        f"state/{EID}/episode.yaml in episode {EID} differs from what is committed {_SHOW}; commit it, or restore "
-        f"it with: git checkout HEAD -- state/{EID}/episode.yaml"
+        f"{episode_dir(EID)}/episode.yaml in episode {EID} differs from what is committed {_SHOW}; commit it, "
+        f"or restore it with: git checkout HEAD -- {episode_dir(EID)}/episode.yaml"
     )
     # outside the lock (clean=False) only existence and the commit are checked
     assert guard(store, episode, clean=False).episode_id == EID
 
 
 def test_a_users_file_is_refused_and_never_moved(store: Store, repo: Path, episode: str) -> None:
-    (repo / "state" / EID / "notes.txt").write_bytes(b"mine")
+    (repo / episode_dir(EID) / "notes.txt").write_bytes(b"mine")
     told: list[str] = []
     with pytest.raises(DirtyState) as info:
         guard(store, episode, notify=told.append)
     assert str(info.value) == (
-        f"state/{EID}/notes.txt in episode {EID} is not committed {_SHOW}; move it out of the episode directory "
+        f"{episode_dir(EID)}/notes.txt in episode {EID} is not committed {_SHOW}; move it out of the episode directory "
         "(or commit it)"
     )
-    assert (repo / "state" / EID / "notes.txt").read_bytes() == b"mine"
+    assert (repo / episode_dir(EID) / "notes.txt").read_bytes() == b"mine"
     assert told == []
     assert not (repo / ".jobstate" / "leftovers").exists()
 
 
 def test_a_git_ignored_file_is_refused(store: Store, repo: Path, episode: str) -> None:
     (repo / ".git" / "info" / "exclude").write_text("*.log\n")
-    (repo / "state" / EID / "notes.log").write_bytes(b"mine")
-    with pytest.raises(DirtyState, match=f"^state/{EID}/notes.log in episode {EID} is git-ignored but inside"):
+    (repo / episode_dir(EID) / "notes.log").write_bytes(b"mine")
+    with pytest.raises(DirtyState, match=f"^{episode_dir(EID)}/notes.log in episode {EID} is git-ignored but inside"):
         guard(store, episode)
-    assert (repo / "state" / EID / "notes.log").read_bytes() == b"mine"
+    assert (repo / episode_dir(EID) / "notes.log").read_bytes() == b"mine"
 
 
 def test_a_symlink_in_the_episode_is_refused(store: Store, repo: Path, episode: str, tmp_path: Path) -> None:
-    os.symlink(tmp_path, repo / "state" / EID / "link")
+    os.symlink(tmp_path, repo / episode_dir(EID) / "link")
     with pytest.raises(DirtyState) as info:
         guard(store, episode)
     assert str(info.value).startswith(
-        f"state/{EID}/link in episode {EID} is not a plain file or directory as committed (a symlink, "
+        f"{episode_dir(EID)}/link in episode {EID} is not a plain file or directory as committed (a symlink, "
     )
-    assert (repo / "state" / EID / "link").is_symlink()
+    assert (repo / episode_dir(EID) / "link").is_symlink()
 
 
 def test_a_killed_jobstate_writes_temp_file_is_removed_and_told(store: Store, repo: Path, episode: str) -> None:
-    (repo / "state" / EID / ".tmp-k1ll3d").write_bytes(b"half")
+    (repo / episode_dir(EID) / ".tmp-k1ll3d").write_bytes(b"half")
     told: list[str] = []
     assert guard(store, episode, notify=told.append).episode_id == EID
-    assert not (repo / "state" / EID / ".tmp-k1ll3d").exists()
-    assert told == [f"removed state/{EID}/.tmp-k1ll3d, left by an interrupted jobstate write"]
+    assert not (repo / episode_dir(EID) / ".tmp-k1ll3d").exists()
+    assert told == [f"removed {episode_dir(EID)}/.tmp-k1ll3d, left by an interrupted jobstate write"]
     assert status(repo) == ""
 
 
 def test_an_edit_beside_a_killed_writes_temp_file_is_still_refused(store: Store, repo: Path, episode: str) -> None:
-    (repo / "state" / EID / ".tmp-k1ll3d").write_bytes(b"half")
-    path = repo / "state" / EID / "episode.yaml"
+    (repo / episode_dir(EID) / ".tmp-k1ll3d").write_bytes(b"half")
+    path = repo / episode_dir(EID) / "episode.yaml"
     path.write_text(path.read_text() + "# edited\n")
     told: list[str] = []
-    with pytest.raises(DirtyState, match=f"^state/{EID}/episode.yaml in episode {EID} differs"):
+    with pytest.raises(DirtyState, match=f"^{episode_dir(EID)}/episode.yaml in episode {EID} differs"):
         guard(store, episode, notify=told.append)
-    assert not (repo / "state" / EID / ".tmp-k1ll3d").exists()  # jobstate's own temp file went; the edit stays
+    assert not (repo / episode_dir(EID) / ".tmp-k1ll3d").exists()  # jobstate's own temp file went; the edit stays
     assert len(told) == 1
     assert path.read_text().endswith("# edited\n")
 
 
 def test_a_completed_episode_takes_no_more_payments(store: Store, repo: Path, episode: str) -> None:
-    (repo / "history").mkdir(exist_ok=True)
-    (repo / "history" / f"{EID}.yaml").write_text("schema: 1\n")
+    (repo / history_path(EID)).parent.mkdir(parents=True, exist_ok=True)
+    (repo / history_path(EID)).write_text("schema: 1\n")
     with pytest.raises(EpisodeCompleted) as info:
         guard(store, episode)
     assert str(info.value) == f"episode {EID} is completed; nothing more can be paid for it or decided"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 from jobstate.git.headcheck import committed_files, matches_head
 from jobstate.git.objects import BLOB_MODE, SHA1, SHA256, ObjectFormat, Tree, blob_sha
@@ -19,12 +20,12 @@ from .conftest import git
 
 def _episode(store: Store, repo: Path) -> tuple[str, dict[str, tuple[str, str]]]:
     eid = allocate(store, "k", parse_period("2026-W32")).episode_id
-    (repo / "state" / eid / "final.txt").write_text("artifact\n")
+    (repo / episode_dir(eid) / "final.txt").write_text("artifact\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "artifact")
-    found = committed_files(GitRepo(repo), f"state/{eid}")
+    found = committed_files(GitRepo(repo), f"{episode_dir(eid)}")
     assert found is not None
-    return f"state/{eid}", found
+    return f"{episode_dir(eid)}", found
 
 
 def test_a_directory_as_committed_matches(store: Store, repo: Path) -> None:
@@ -52,7 +53,7 @@ def test_a_changed_extra_missing_or_executable_file_does_not_match(store: Store,
 
 
 def test_an_uncommitted_directory_has_no_committed_files(repo: Path) -> None:
-    assert committed_files(GitRepo(repo), "state/2026-W32-9") == {}
+    assert committed_files(GitRepo(repo), "state/2026/2026-W32/2026-W32-9") == {}
 
 
 @pytest.mark.parametrize("fmt", [SHA1, SHA256])

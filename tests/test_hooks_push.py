@@ -50,7 +50,7 @@ def test_the_first_push_of_a_new_branch_is_checked_against_the_default_branch(re
     assert ok.returncode == 0, ok.stderr
     assert "unknown revision" not in ok.stderr
     git(clone, "checkout", "-qb", "bad", "main")
-    git(clone, "rm", "-rq", "state/2026-W33-0")
+    git(clone, "rm", "-rq", "state/2026/2026-W33/2026-W33-0")
     git(clone, "commit", "-qm", "an episode deleted")
     refused = _push(clone, "-u", "origin", "bad")
     assert refused.returncode != 0

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
 from jobstate.main import main
 
 from .conftest import git, stable_cmd
@@ -51,7 +52,7 @@ def test_the_same_decision_again_records_nothing_and_says_so(
     assert "already" in err
     assert "nothing new recorded" in err
     assert _head(repo) == head
-    assert (repo / "state" / episode / "approval.yaml").read_text().count("status:") == 1
+    assert (repo / episode_dir(episode) / "approval.yaml").read_text().count("status:") == 1
 
 
 def test_another_decision_or_person_is_recorded(repo: Path, episode: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -59,7 +60,7 @@ def test_another_decision_or_person_is_recorded(repo: Path, episode: str, capsys
     assert _cli(repo, capsys, *reject)[0] == 0
     assert _cli(repo, capsys, "approve", "--episode", episode, "--by", "editor")[0] == 0
     assert _cli(repo, capsys, "approve", "--episode", episode, "--by", "chief")[0] == 0
-    assert (repo / "state" / episode / "approval.yaml").read_text().count("status:") == 3
+    assert (repo / episode_dir(episode) / "approval.yaml").read_text().count("status:") == 3
 
 
 @pytest.mark.parametrize("decision", [["--accepted", "task-1"], ["--not-submitted"]])

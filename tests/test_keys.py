@@ -6,6 +6,7 @@ import unicodedata
 from pathlib import Path
 
 from jobstate.core.keys import confusable_with, key_form_problem, key_problems
+from jobstate.core.layout import episode_dir
 
 from .conftest import git, run_cli
 
@@ -50,7 +51,7 @@ def test_scheduler_keys_are_held_to_the_same_form(repo: Path) -> None:
 def test_verify_and_diff_flag_a_committed_key_that_is_not_canonical(repo: Path) -> None:
     base = git(repo, "rev-parse", "HEAD").strip()
     assert run_cli("allocate", "--key", "plain", "--week", "2026-W33", cwd=repo).returncode == 0
-    path = repo / "state" / "2026-W33-0" / "episode.yaml"
+    path = repo / episode_dir("2026-W33-0") / "episode.yaml"
     # an older jobstate, or a hand edit, wrote a key in NFD
     path.write_text(
         path.read_text(encoding="utf-8").replace("allocation_key: plain", f"allocation_key: {NFD}"), encoding="utf-8"

@@ -38,7 +38,7 @@ def test_every_committing_command_works_in_an_autocrlf_clone(repo: Path, tmp_pat
     assert git(clone, "status", "--porcelain") == ""
     # a second autocrlf clone checks the text artifact out as committed: its hash is right
     again = _crlf_clone(clone, tmp_path / "again")
-    assert (again / "state/2026-W33-1/notes.txt").read_bytes() == b"line one\nline two\n"
+    assert (again / "state/2026/2026-W33/2026-W33-1/notes.txt").read_bytes() == b"line one\nline two\n"
     verify = run_cli("verify", cwd=again)
     assert verify.returncode == 0, verify.stdout
     assert "0 problems" in verify.stdout

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 
 from .conftest import committed_files, git, run_cli, status
@@ -103,12 +104,12 @@ def test_conflict_is_exit_4(repo: Path) -> None:
 
 
 def test_hostile_yaml_is_exit_7(repo: Path) -> None:
-    path = repo / "state" / "2026-W32-0" / "episode.yaml"
-    path.parent.mkdir()
+    path = repo / episode_dir("2026-W32-0") / "episode.yaml"
+    path.parent.mkdir(parents=True)
     path.write_text("!!python/object/apply:os.system ['touch pwned']\n")
     proc = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=repo)
     assert proc.returncode == 7
-    assert "state/2026-W32-0/episode.yaml" in proc.stderr
+    assert "state/2026/2026-W32/2026-W32-0/episode.yaml" in proc.stderr
     assert not (repo / "pwned").exists()
     assert run_cli("show", "2026-W32-0", cwd=repo).returncode == 7
 
@@ -157,7 +158,7 @@ def test_held_lock_times_out_with_exit_3_and_lock_info_names_holder(repo: Path) 
         assert proc.returncode == 3
         assert time.monotonic() - start < 30
         assert f"pid {holder.pid}" in proc.stderr
-        assert not (repo / "state" / "2026-W32-0").exists()
+        assert not (repo / episode_dir("2026-W32-0")).exists()
         info = run_cli("lock-info", "--json", cwd=repo)
         data = json.loads(info.stdout)
         assert data["locked"] is True
@@ -217,7 +218,7 @@ W32 = parse_period("2026-W32")
 def test_lock_timeout_must_be_a_sane_number(repo: Path, value: str) -> None:
     proc = run_cli("allocate", "--key", "c", "--week", "2026-W32", "--lock-timeout", value, cwd=repo)
     assert proc.returncode == 2
-    assert not (repo / "state" / "2026-W32-0").exists()
+    assert not (repo / episode_dir("2026-W32-0")).exists()
 
 
 def test_remote_option_must_name_a_remote(repo: Path) -> None:

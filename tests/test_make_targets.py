@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import history_path
 from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import status
@@ -51,5 +52,5 @@ def test_pipeline_targets(repo: Path) -> None:
     missing = _make("generate", REPO=str(repo))
     assert missing.returncode != 0
     assert "EPISODE is required" in missing.stderr
-    assert (repo / "history" / f"{episode}.yaml").exists()
+    assert (repo / history_path(episode)).exists()
     assert status(repo) == ""

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir, history_path
 from jobstate.core.periods import parse_period
 from jobstate.store.store import Store
 from jobstate.store.yamlio import loads
@@ -28,8 +29,8 @@ def test_dry_run_prints_plan_and_diff_and_writes_nothing(legacy: Path) -> None:
     before = tree_state(legacy)
     proc = run_cli("migrate", "--dry-run", cwd=legacy)
     assert proc.returncode == 0, proc.stderr
-    assert "state/2026-W30 -> state/2026-W30-0" in proc.stdout
-    assert "history/2026-W53.yaml -> history/2026-W53-0.yaml" in proc.stdout
+    assert "state/2026-W30 -> state/2026/2026-W30/2026-W30-0" in proc.stdout
+    assert "history/2026-W53.yaml -> history/2026/2026-W53/2026-W53-0.yaml" in proc.stdout
     assert "+episode_id: 2026-W31-0" in proc.stdout
     assert "--- a/state/2026-W31/episode.yaml" in proc.stdout
     assert tree_state(legacy) == before
@@ -45,20 +46,20 @@ def test_migration_is_one_commit_of_renames_keeping_every_value(legacy: Path) ->
     assert git(legacy, "rev-parse", "HEAD~1").strip() == base
     message = git(legacy, "log", "-1", "--format=%B")
     for w in WEEKS:
-        assert f"state/{w} -> state/{w}-0" in message
-        new = loads((legacy / "state" / f"{w}-0" / "episode.yaml").read_bytes(), w)
+        assert f"state/{w} -> {episode_dir(w + '-0')}" in message
+        new = loads((legacy / episode_dir(f"{w}-0") / "episode.yaml").read_bytes(), w)
         assert all(new[k] == v for k, v in old[w].items())
         assert (new["episode_id"], new["week_id"], new["sequence"]) == (f"{w}-0", w, 0)
         assert new["migration"]["from_id"] == w
-        hist = loads((legacy / "history" / f"{w}-0.yaml").read_bytes(), w)
+        hist = loads((legacy / history_path(f"{w}-0")).read_bytes(), w)
         assert all(hist[k] == v for k, v in old_hist[w].items())
         assert not (legacy / "state" / w).exists()
     moves = git(legacy, "diff", "-M", "--name-status", "HEAD~1", "HEAD")
-    assert "R100\tstate/2026-W30/final.mp4\tstate/2026-W30-0/final.mp4" in moves
+    assert "R100\tstate/2026-W30/final.mp4\tstate/2026/2026-W30/2026-W30-0/final.mp4" in moves
     # every change is a move (plus small additions): no file is added or deleted outright
     assert all(line.startswith("R") for line in moves.splitlines()), moves
-    assert "\tstate/2026-W30/episode.yaml\tstate/2026-W30-0/episode.yaml" in moves
-    assert "\thistory/2026-W53.yaml\thistory/2026-W53-0.yaml" in moves
+    assert "\tstate/2026-W30/episode.yaml\tstate/2026/2026-W30/2026-W30-0/episode.yaml" in moves
+    assert "\thistory/2026-W53.yaml\thistory/2026/2026-W53/2026-W53-0.yaml" in moves
     assert status(legacy) == ""
     proof = run_cli("verify", "--rev", "HEAD", "--against", base, cwd=legacy)
     assert proof.returncode == 0, proof.stdout
@@ -94,8 +95,8 @@ def test_refuses_a_dirty_tree(legacy: Path) -> None:
 
 def test_refuses_a_sequence_clash(legacy: Path) -> None:
     run_cli("init", cwd=legacy)
-    clash = legacy / "state" / "2026-W31-0"
-    clash.mkdir()
+    clash = legacy / episode_dir("2026-W31-0")
+    clash.mkdir(parents=True)
     (clash / "episode.yaml").write_text(
         "schema: 1\nepisode_id: 2026-W31-0\nperiod_id: 2026-W31\nweek_id: 2026-W31\nsequence: 0\n"
         "allocation_key: new-style\nallocated_at: '2026-07-30T00:00:00Z'\nstatus: allocated\n"
@@ -130,7 +131,7 @@ def test_kill_after_the_commit_is_finished_by_the_next_command(legacy: Path, tmp
     assert "jobstate migrate" in git(legacy, "log", "-1", "--format=%s")
     run_cli("init", cwd=legacy)  # any state-changing command finishes the work tree and index first
     assert status(legacy) == ""
-    assert (legacy / "state" / "2026-W30-0" / "final.mp4").exists()
+    assert (legacy / episode_dir("2026-W30-0") / "final.mp4").exists()
     assert run_cli("verify", cwd=legacy).returncode == 0
 
 
@@ -146,7 +147,7 @@ def test_history_only_legacy_week(tmp_path: Path) -> None:
     git(repo, "commit", "-qm", "old week only in history")
     proc = run_cli("migrate", cwd=repo)
     assert proc.returncode == 0, proc.stderr
-    assert (repo / "history" / "2026-W20-0.yaml").exists()
+    assert (repo / history_path("2026-W20-0")).exists()
 
 
 W32 = parse_period("2026-W32")
@@ -161,7 +162,7 @@ def test_migrate_is_not_blamed_for_problems_it_did_not_make(tmp_path: Path) -> N
     git(legacy, "commit", "-qm", "junk that predates the migration")
     proc = run_cli("migrate", cwd=legacy)
     assert proc.returncode == 0, proc.stderr
-    assert (legacy / "state" / "2026-W30-0" / "episode.yaml").exists()
+    assert (legacy / episode_dir("2026-W30-0") / "episode.yaml").exists()
 
 
 def test_unquoted_yaml_timestamps_are_taken_as_they_are_and_preserved(legacy: Path) -> None:
@@ -174,7 +175,7 @@ def test_unquoted_yaml_timestamps_are_taken_as_they_are_and_preserved(legacy: Pa
     base = git(legacy, "rev-parse", "HEAD").strip()
     proc = run_cli("migrate", cwd=legacy)
     assert proc.returncode == 0, proc.stderr
-    assert "completed_at: 2026-07-11T18:00:00Z" in (legacy / "history" / "2026-W30-0.yaml").read_text()
+    assert "completed_at: 2026-07-11T18:00:00Z" in (legacy / history_path("2026-W30-0")).read_text()
     proof = run_cli("verify", "--rev", "HEAD", "--against", base, cwd=legacy)
     assert "preserved:" in proof.stdout, proof.stdout
     assert status(legacy) == ""
@@ -191,7 +192,7 @@ def test_a_legacy_approval_in_any_old_shape_migrates_as_it_was(legacy: Path, app
     base = git(legacy, "rev-parse", "HEAD").strip()
     proc = run_cli("migrate", cwd=legacy)
     assert proc.returncode == 0, proc.stderr
-    assert f"approval: {approval}" in (legacy / "state" / "2026-W30-0" / "episode.yaml").read_text()
+    assert f"approval: {approval}" in (legacy / episode_dir("2026-W30-0") / "episode.yaml").read_text()
     proof = run_cli("verify", "--rev", "HEAD", "--against", base, cwd=legacy)
     assert proof.returncode == 0, proof.stdout
     assert "preserved:" in proof.stdout, proof.stdout
@@ -220,7 +221,7 @@ def test_a_migration_whose_proof_fails_writes_nothing(legacy: Path) -> None:
 
 def test_a_migrated_episode_was_allocated_no_later_than_its_own_records_say(legacy: Path) -> None:
     assert run_cli("migrate", cwd=legacy).returncode == 0
-    episode = loads((legacy / "state" / "2026-W30-0" / "episode.yaml").read_bytes(), "episode.yaml")
+    episode = loads((legacy / episode_dir("2026-W30-0") / "episode.yaml").read_bytes(), "episode.yaml")
     # the legacy record's approval (2026-07-10T10:00) comes before its completion (2026-07-11T18:00)
     assert episode["allocated_at"] == "2026-07-10T10:00:00Z"
     assert episode["allocated_at"] < episode["completed_at"]
@@ -239,7 +240,7 @@ def test_an_episode_the_legacy_record_names_no_time_for_is_allocated_at_the_migr
     (repo / "history" / "2026-W30.yaml").unlink()
     git(repo, "commit", "-qam", "an episode that was never approved")
     assert run_cli("migrate", cwd=repo).returncode == 0
-    episode = loads((repo / "state" / "2026-W30-0" / "episode.yaml").read_bytes(), "episode.yaml")
+    episode = loads((repo / episode_dir("2026-W30-0") / "episode.yaml").read_bytes(), "episode.yaml")
     assert episode["allocated_at"] == episode["migration"]["migrated_at"]
 
 
@@ -278,7 +279,7 @@ def test_migrate_check_lists_what_no_command_reads_and_writes_nothing(legacy: Pa
     assert tree_state(legacy) == before
     # the migration itself keeps them as text, byte for byte
     assert run_cli("migrate", cwd=legacy).returncode == 0
-    assert "notes: re-cut after legal review" in (legacy / "state" / "2026-W30-0" / "episode.yaml").read_text()
+    assert "notes: re-cut after legal review" in (legacy / episode_dir("2026-W30-0") / "episode.yaml").read_text()
 
 
 def test_migrate_check_of_a_clean_legacy_state_exits_0_and_meets_the_migrations_refusals(legacy: Path) -> None:

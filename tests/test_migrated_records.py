@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from jobstate.core.layout import history_path
+
 from .conftest import git, run_cli, status
 from .legacy import make_legacy_repo, write_legacy_week
 
@@ -37,7 +39,7 @@ def test_completing_a_migrated_approved_episode_keeps_its_costs_tasks_and_hashes
     proc = run_cli("complete", "--episode", "2026-W31-0", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert "15.50 USD" in proc.stdout
-    history = yaml.safe_load((repo / "history" / "2026-W31-0.yaml").read_text())
+    history = yaml.safe_load((repo / history_path("2026-W31-0")).read_text())
     assert history["cost_totals"] == {"USD": "15.50"}
     assert history["remote_tasks"] == ["vendor-task-802", "vendor-task-803"]
     assert sorted(history["artifacts"]) == ["cover.png", "final.mp4"]

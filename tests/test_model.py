@@ -80,6 +80,11 @@ def _replace(repo: Path, rel: str, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1))
 
 
+def _write(repo: Path, rel: str, text: str) -> None:
+    (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+    (repo / rel).write_text(text)
+
+
 def _alarms(repo: Path, base: str = "base") -> list[dict[str, str]]:
     proc = run_cli("diff", base, "--format", "json", cwd=repo)
     assert proc.returncode == 0, proc.stderr
@@ -89,8 +94,8 @@ def _alarms(repo: Path, base: str = "base") -> list[dict[str, str]]:
     return alarms
 
 
-E34 = "state/2026-W34-0"
-A34 = "state/2026-W34-1"
+E34 = "state/2026/2026-W34/2026-W34-0"
+A34 = "state/2026/2026-W34/2026-W34-1"
 
 
 def _append(path: Path, text: str) -> None:
@@ -112,14 +117,15 @@ def _swap_artifact(repo: Path) -> None:
 def _reject_and_complete_by_hand(repo: Path) -> None:
     with (repo / f"{E34}/approval.yaml").open("a") as fh:
         fh.write("- status: rejected\n  by: editor\n  at: '2026-08-20T11:00:00Z'\n  reason: no\n")
-    (repo / "history/2026-W34-0.yaml").write_text(
+    (repo / "history/2026/2026-W34").mkdir(parents=True, exist_ok=True)
+    (repo / "history/2026/2026-W34/2026-W34-0.yaml").write_text(
         "schema: 1\nepisode_id: 2026-W34-0\ncompleted_at: '2026-08-20T12:00:00Z'\n"
     )
 
 
 def _rename_with_from_id(repo: Path) -> None:
-    (repo / A34).rename(repo / "state/2026-W34-7")
-    path = repo / "state/2026-W34-7/episode.yaml"
+    (repo / A34).rename(repo / "state/2026/2026-W34/2026-W34-7")
+    path = repo / "state/2026/2026-W34/2026-W34-7/episode.yaml"
     text = path.read_text().replace("2026-W34-1", "2026-W34-7").replace("sequence: 1", "sequence: 7")
     path.write_text(text + "migration:\n  from_id: 2026-W34-1\n")
 
@@ -186,7 +192,7 @@ FLAGGED: list[tuple[str, Edit, str]] = [
     ),
     (
         "resolution's by rewritten on a completed episode",
-        lambda r: _replace(r, "state/2026-W33-0/submissions.yaml", "by: ops-oncall", "by: someone"),
+        lambda r: _replace(r, "state/2026/2026-W33/2026-W33-0/submissions.yaml", "by: ops-oncall", "by: someone"),
         "completed episode edited",
     ),
     (
@@ -206,8 +212,10 @@ FLAGGED: list[tuple[str, Edit, str]] = [
     ),
     (
         "history written by hand for an episode with a step accepted at the vendor",
-        lambda r: (r / "history/2026-W34-1.yaml").write_text(
-            "schema: 1\nepisode_id: 2026-W34-1\ncompleted_at: '2026-08-20T10:00:00Z'\n"
+        lambda r: _write(
+            r,
+            "history/2026/2026-W34/2026-W34-1.yaml",
+            "schema: 1\nepisode_id: 2026-W34-1\ncompleted_at: '2026-08-20T10:00:00Z'\n",
         ),
         "history without approval",
     ),
@@ -320,8 +328,8 @@ def test_a_key_moved_across_two_changes_is_an_alarm(pipeline: Path) -> None:
     # one change renames 2026-W34-0's key, the next gives the old key to a new episode
     _replace(pipeline, f"{E34}/episode.yaml", "scheduled-run:2026-08-21", "renamed")
     git(pipeline, "commit", "-qam", "rename")
-    new = pipeline / "state/2026-W34-2"
-    new.mkdir()
+    new = pipeline / "state/2026/2026-W34/2026-W34-2"
+    new.mkdir(parents=True)
     text = (pipeline / f"{E34}/episode.yaml").read_text().replace("renamed", "scheduled-run:2026-08-21")
     (new / "episode.yaml").write_text(text.replace("2026-W34-0", "2026-W34-2").replace("sequence: 0", "sequence: 2"))
     git(pipeline, "add", "-A")
@@ -372,8 +380,8 @@ def test_verify_flags_a_charge_in_a_currency_without_a_cap(pipeline: Path) -> No
 
 
 def test_verify_flags_an_episode_of_another_period_kind(pipeline: Path) -> None:
-    day = pipeline / "state/2026-08-12-0"
-    day.mkdir()
+    day = pipeline / "state/2026/2026-08-12/2026-08-12-0"
+    day.mkdir(parents=True)
     (day / "episode.yaml").write_text(
         "schema: 1\nepisode_id: 2026-08-12-0\nperiod_id: '2026-08-12'\nsequence: 0\nallocation_key: d\n"
         "allocated_at: '2026-08-12T00:00:00Z'\nstatus: allocated\n"

@@ -27,7 +27,7 @@ from jobstate.core.records import AttemptState as S
 from jobstate.core.rules_state import Settings, settings_change
 
 EID = "2026-W32-0"
-SUBS = "state/2026-W32-0/submissions.yaml"
+SUBS = "state/2026/2026-W32/2026-W32-0/submissions.yaml"
 REWRITTEN = "submission rewritten"
 
 
@@ -89,7 +89,7 @@ def test_the_key_and_allocation_time_never_change(name: str, kind: str) -> None:
     setattr(legacy, name, None)  # a legacy record without it may gain it
     rule = "never changes once allocated"
     assert episode_change(old, new) == [
-        Violation(kind, EID, "state/2026-W32-0/episode.yaml", name, getattr(old, name), "changed", rule)
+        Violation(kind, EID, "state/2026/2026-W32/2026-W32-0/episode.yaml", name, getattr(old, name), "changed", rule)
     ]
     assert episode_change(legacy, new) == []
     assert episode_change(old, Rec()) == []
@@ -208,7 +208,7 @@ def test_costs_and_decisions_are_ledgers_of_the_episode() -> None:
         Violation(
             "cost entry rewritten",
             EID,
-            "state/2026-W32-0/costs.yaml",
+            "state/2026/2026-W32/2026-W32-0/costs.yaml",
             "entries[0]",
             old.costs[0].fields,
             None,
@@ -219,7 +219,7 @@ def test_costs_and_decisions_are_ledgers_of_the_episode() -> None:
         Violation(
             "decision rewritten",
             EID,
-            "state/2026-W32-0/approval.yaml",
+            "state/2026/2026-W32/2026-W32-0/approval.yaml",
             "decisions[0]",
             old.decisions[0].fields,
             {"status": "approved", "by": "ed"},
@@ -245,7 +245,7 @@ def test_approved_is_the_latest_decision() -> None:
 def test_no_artifact_changes_once_approved() -> None:
     one, two = Artifact("aa", 1, "gen", {}), Artifact("bb", 1, "gen", {})
     rule = "no artifact changes once the episode is approved"
-    where = "state/2026-W32-0/artifacts.yaml"
+    where = "state/2026/2026-W32/2026-W32-0/artifacts.yaml"
     kind = "artifact changed after approval"
     ok = [decision("approved")]
     old = Rec(decisions=ok, artifacts={"a.txt": one, "z.txt": one})
@@ -271,7 +271,7 @@ def test_no_artifact_changes_once_approved() -> None:
 
 def test_an_artifact_is_never_removed() -> None:
     one, two = Artifact("aa", 1, "gen", {}), Artifact("bb", 1, "polish", {})
-    where = "state/2026-W32-0/artifacts.yaml"
+    where = "state/2026/2026-W32/2026-W32-0/artifacts.yaml"
     old = Rec(artifacts={"a.txt": one, "z.txt": one})
     assert episode_change(old, Rec(artifacts={"a.txt": one})) == [
         Violation(
@@ -303,7 +303,7 @@ def test_history_is_written_only_for_an_approved_episode() -> None:
         Violation(
             "history without approval",
             EID,
-            "history/2026-W32-0.yaml",
+            "history/2026/2026-W32/2026-W32-0.yaml",
             "approval",
             None,
             {"status": "approved"},
@@ -322,7 +322,7 @@ def test_history_is_written_only_for_an_approved_episode() -> None:
 def _wrong(name: str, recorded: Any, found: Any, rule: str) -> Violation:
     # written too early (not approved, a step open) or not agreeing with the records: two kinds of alarm
     kind = "history without approval" if "is written only" in rule else "history disagrees"
-    return Violation(kind, EID, "history/2026-W32-0.yaml", name, recorded, found, rule)
+    return Violation(kind, EID, "history/2026/2026-W32/2026-W32-0.yaml", name, recorded, found, rule)
 
 
 def test_history_agrees_with_the_records() -> None:

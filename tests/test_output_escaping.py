@@ -22,6 +22,7 @@ from markdown_it import MarkdownIt
 
 from jobstate.allocation.allocation import allocate
 from jobstate.core.keys import validate_key
+from jobstate.core.layout import episode_dir
 from jobstate.core.names import (
     validate_artifact_path,
     validate_person,
@@ -120,7 +121,7 @@ def _build_hostile(top: Path) -> None:
                 pass
             extra = _file_name(value)
             if extra is not None:
-                (repo / "state" / eid / extra).write_text("not a record\n")
+                (repo / episode_dir(eid) / extra).write_text("not a record\n")
     # base..HEAD as one commit: diff then checks no commit one by one (a few hundred of them took about
     # 15 s for each format), and what it prints is the same, made from the states at base and HEAD
     git(repo, "reset", "-q", "--soft", "base")
@@ -294,11 +295,11 @@ def test_a_step_name_the_writer_refuses_is_refused_when_read(
     # issue 21's example: a step named so that report's suggested command would run a substitution
     value = HOSTILE.get(name, "upload $(touch /tmp/x)")
     assert not _accepts(validate_step, value)
-    path = history / "state/2026-W33-1/submissions.yaml"
+    path = history / "state/2026/2026-W33/2026-W33-1/submissions.yaml"
     text = path.read_text()
     path.write_text(text.replace("  generate:", f"  {json.dumps(value)}:", 1))
     git(history, "commit", "-qam", "a step no command would name")
-    _assert_refused(history, "state/2026-W33-1/submissions.yaml", "invalid step name", capsys)
+    _assert_refused(history, "state/2026/2026-W33/2026-W33-1/submissions.yaml", "invalid step name", capsys)
 
 
 @pytest.mark.parametrize("name", ["cr", "lf", "esc", "nul", "rtl", "zero-width"])
@@ -306,15 +307,17 @@ def test_a_key_or_reference_the_writer_refuses_is_refused_when_read(
     history: Path, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     value = json.dumps(HOSTILE[name])
-    episode = history / "state/2026-W34-0/episode.yaml"
+    episode = history / "state/2026/2026-W34/2026-W34-0/episode.yaml"
     episode.write_text(re.sub(r"allocation_key: .*", lambda _m: f"allocation_key: {value}", episode.read_text()))
     git(history, "commit", "-qam", "a key no command would write")
-    _assert_refused(history, "state/2026-W34-0/episode.yaml", "invalid allocation key", capsys, episode="2026-W34-0")
+    _assert_refused(
+        history, "state/2026/2026-W34/2026-W34-0/episode.yaml", "invalid allocation key", capsys, episode="2026-W34-0"
+    )
     git(history, "reset", "-q", "--hard", "HEAD~1")
-    subs = history / "state/2026-W33-0/submissions.yaml"
+    subs = history / "state/2026/2026-W33/2026-W33-0/submissions.yaml"
     subs.write_text(subs.read_text().replace("remote_ref: task-2", f"remote_ref: {value}", 1))
     git(history, "commit", "-qam", "a reference no command would write")
-    _assert_refused(history, "state/2026-W33-0/submissions.yaml", "invalid remote task reference", capsys)
+    _assert_refused(history, "state/2026/2026-W33/2026-W33-0/submissions.yaml", "invalid remote task reference", capsys)
 
 
 @pytest.mark.parametrize(
@@ -328,10 +331,10 @@ def test_an_artifact_path_or_decision_by_the_writer_refuses_is_refused_when_read
     history: Path, case: tuple[str, str, str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     file, old, new, why = case
-    path = history / "state/2026-W33-0" / file
+    path = history / "state/2026/2026-W33/2026-W33-0" / file
     path.write_text(path.read_text().replace(old, new, 1))
     git(history, "commit", "-qam", "a record no command would write")
-    _assert_refused(history, f"state/2026-W33-0/{file}", why, capsys)
+    _assert_refused(history, f"state/2026/2026-W33/2026-W33-0/{file}", why, capsys)
 
 
 def _assert_refused(
@@ -345,7 +348,7 @@ def _assert_refused(
         code, out, err = _run("report", "--repo", str(repo), "--format", fmt, capsys=capsys)
         assert code == 0, err
         assert f"{file}: " in out.replace("\\", "")
-    code, out, err = _run("--repo", str(repo), "show", episode or file.split("/")[1], "--records", capsys=capsys)
+    code, out, err = _run("--repo", str(repo), "show", episode or file.split("/")[3], "--records", capsys=capsys)
     assert code == 7, out
     assert err.startswith("jobstate: error: "), err
     assert file in err, err

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir, history_path
 from jobstate.core.periods import parse_period
 from jobstate.errors import (
     EpisodeCompleted,
@@ -55,7 +56,7 @@ class Spy:
 
 
 def _dirty_modified(repo: Path, eid: str) -> None:
-    path = repo / "state" / eid / "episode.yaml"
+    path = repo / episode_dir(eid) / "episode.yaml"
     path.write_text(path.read_text() + "# edited\n")
 
 
@@ -266,7 +267,7 @@ def test_a_command_that_exits_0_saying_nothing_was_submitted_leaves_room_for_a_n
 
 def test_approve_keeps_what_else_approval_yaml_says(store: Store, repo: Path, episode: str) -> None:
     approve(store, episode, by="editor", reject=True, reason="audio glitch")
-    path = repo / "state" / episode / "approval.yaml"
+    path = repo / episode_dir(episode) / "approval.yaml"
     path.write_text(path.read_text() + "note: reviewed in ticket 42\n")
     git(repo, "commit", "-qam", "a note by hand")
     approve(store, episode, by="editor")
@@ -327,7 +328,7 @@ def test_artifact_paths_that_escape_are_rejected(
         with pytest.raises(UsageError):
             step.artifact(bad)
         raise RuntimeError("stop here")
-    assert "artifacts.yaml" not in git(repo, "ls-tree", "--name-only", "HEAD", f"state/{episode}/")
+    assert "artifacts.yaml" not in git(repo, "ls-tree", "--name-only", "HEAD", f"{episode_dir(episode)}/")
 
 
 def test_two_processes_same_step_do_not_both_submit(repo: Path, episode: str, vendor: VendorSimulator) -> None:
@@ -378,7 +379,7 @@ def test_complete_refuses_unknown_and_unapproved(store: Store, repo: Path, episo
     approve(store, episode, by="editor")
     record = complete(store, episode)
     assert record["completed_at"] == "2026-08-07T10:00:00Z"
-    assert (repo / "history" / f"{episode}.yaml").exists()
+    assert (repo / history_path(episode)).exists()
     assert status(repo) == ""
     # the completed episode still owns its key, and nothing can be paid for it
     assert allocate(store, "scheduled-run:2026-08-07", W32).episode_id == episode
@@ -417,4 +418,4 @@ def test_artifact_through_a_symlinked_directory_or_into_dot_git_is_refused(store
                 step.artifact(bad)
         step.artifact("real/f.txt")
         raise RuntimeError("done")
-    assert "state/2026-W32-0/real/f.txt" in committed_files(repo)
+    assert "state/2026/2026-W32/2026-W32-0/real/f.txt" in committed_files(repo)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import history_path
 from jobstate.store.records import cost_entries, submissions
 from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
@@ -189,4 +190,4 @@ def test_sigkills_of_allocate_resolve_approve_and_complete_lose_nothing(repo: Pa
         )
     assert ledger == Counter((c["task_id"], c["amount"]) for c in charges)
     assert len(charges) == DECISION_EPISODES  # one vendor task per step
-    assert all((repo / "history" / f"2026-W32-{n}.yaml").is_file() for n in range(DECISION_EPISODES))
+    assert all((repo / history_path(f"2026-W32-{n}")).is_file() for n in range(DECISION_EPISODES))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.core.layout import record_path_problem
+from jobstate.core.layout import episode_dir, record_path_problem
 from jobstate.core.model import tracked_private
 from jobstate.core.records import AttemptState
 from jobstate.errors import DirtyState
@@ -111,7 +111,7 @@ def test_a_force_added_result_file_does_not_settle_an_unknown_step(store: Store,
     assert proc.returncode == 2, proc.stderr
     assert result.name in proc.stderr
     assert _state_of(store, episode) == AttemptState.INTENT
-    assert "attacker-task" not in (repo / "state" / episode / "submissions.yaml").read_text()
+    assert "attacker-task" not in (repo / episode_dir(episode) / "submissions.yaml").read_text()
 
 
 def test_a_result_file_that_is_a_symlink_is_not_followed(store: Store, repo: Path, tmp_path: Path) -> None:
@@ -197,7 +197,7 @@ def test_verify_and_diff_flag_a_tracked_private_path(repo: Path) -> None:
 
 
 def test_record_paths_are_normalised_and_under_the_state() -> None:
-    for good in ("state/2026-W32-0/costs.yaml", "history/2026-W32-0.yaml", "jobstate.yaml"):
+    for good in ("state/2026/2026-W32/2026-W32-0/costs.yaml", "history/2026/2026-W32/2026-W32-0.yaml", "jobstate.yaml"):
         assert record_path_problem(good) is None
     for bad in (
         ".git/config",

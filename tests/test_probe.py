@@ -14,6 +14,7 @@ import pytest
 import jobstate
 from jobstate.core.attempts import attempt_from_yaml_dict
 from jobstate.core.episode_records import EpisodeRecords
+from jobstate.core.layout import episode_dir
 from jobstate.core.probe import ACCEPTED, NOT_SUBMITTED, UNKNOWN, evidence_problem, judge_answer
 from jobstate.core.rules_decisions import decisions_made
 from jobstate.store.records import submissions
@@ -384,7 +385,7 @@ def test_a_hand_written_probe_settlement_without_evidence_is_flagged_by_verify_a
 ) -> None:
     eid = _unknown_after_drop(repo, vendor)
     base = git(repo, "rev-parse", "HEAD").strip()
-    path = repo / "state" / eid / "submissions.yaml"
+    path = repo / episode_dir(eid) / "submissions.yaml"
     text = path.read_text()
     text = text.replace("    state: intent\n", "    state: accepted\n    remote_ref: task-1\n")
     text += "    resolution:\n      decision: accepted\n      by: jobstate-probe\n      at: '2026-10-01T10:00:00Z'\n"

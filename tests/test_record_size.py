@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
+
 from .conftest import git
 from .merges import EID, cli, merge_pr
 
@@ -36,7 +38,7 @@ def test_a_huge_record_in_a_pull_request_is_refused_unread_by_diff_and_verify(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli(repo, capsys, "allocate", "--key", "k", "--week", "2026-W32")[0] == 0
-    costs = repo / "state" / EID / "costs.yaml"
+    costs = repo / episode_dir(EID) / "costs.yaml"
 
     def edit() -> None:
         with costs.open("wb") as fh:

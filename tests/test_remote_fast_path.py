@@ -6,6 +6,8 @@ import os
 import shutil
 from pathlib import Path
 
+from jobstate.core.layout import episode_dir
+
 from .conftest import git, run_cli, status
 from .test_transaction_remote import _check_remote, make_hosts
 
@@ -56,8 +58,8 @@ def test_a_stale_decision_is_rejected_by_the_push_and_decided_again(tmp_path: Pa
 def test_a_refusal_on_an_unfetched_tip_is_decided_again_after_fetching(tmp_path: Path) -> None:
     bare, (one, two) = make_hosts(tmp_path, 2)
     eid = _allocate(one, "k")  # host two's branch is still the remote's tip as it last saw it
-    assert not (two / "state" / eid).exists()
+    assert not (two / episode_dir(eid)).exists()
     proc = run_cli("approve", "--episode", eid, "--by", "ed", cwd=two)
     assert proc.returncode == 0, proc.stderr  # not "unknown episode": fetched, then decided again
-    assert "approved" in git(bare, "show", f"main:state/{eid}/approval.yaml")
+    assert "approved" in git(bare, "show", f"main:{episode_dir(eid)}/approval.yaml")
     assert status(two) == ""

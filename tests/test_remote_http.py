@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
+
 from .conftest import git, run_cli, status
 from .httpgit import HttpGit, ServerProcess
 from .test_transaction_remote import _check_remote, allocate_together, make_hosts
@@ -136,7 +138,7 @@ def test_a_frozen_server_is_exit_3_within_the_deadline(tmp_path: Path, server: H
     assert_nothing_left(clone)
     again = allocate(clone, "k")  # the server is back: nothing to clean, the key is allocated once
     assert again.returncode == 0, again.stderr
-    assert on_remote(bare) == [f"state/{WEEK}-0/episode.yaml"]
+    assert on_remote(bare) == [f"{episode_dir(WEEK + '-0')}/episode.yaml"]
 
 
 def test_remote_timeout_in_jobstate_yaml_bounds_the_network(tmp_path: Path, server: HttpGit) -> None:
@@ -177,13 +179,13 @@ def test_a_lost_answer_is_outcome_unknown_and_the_next_command_settles_it(
     assert proc.returncode == 10, proc.stderr
     assert UNKNOWN in proc.stderr
     assert "nothing was changed" not in proc.stderr
-    assert on_remote(bare) == [f"state/{WEEK}-0/episode.yaml"]  # it did land
+    assert on_remote(bare) == [f"{episode_dir(WEEK + '-0')}/episode.yaml"]  # it did land
     assert_nothing_left(one)  # the work tree is as before: the next command fetches and advances it
     assert allocate(two, "other").stdout.strip() == f"{WEEK}-1"
     again = allocate(one, "k", "--json")
     assert again.returncode == 0, again.stderr
     assert '"episode_id": "2026-W32-0"' in again.stdout
-    assert (one / "state" / f"{WEEK}-0" / "episode.yaml").is_file()
+    assert (one / episode_dir(f"{WEEK}-0") / "episode.yaml").is_file()
     assert git(one, "rev-parse", "HEAD") == git(bare, "rev-parse", "main")
     assert_nothing_left(one)
     _check_remote(bare, {"k", "other"}, WEEK)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
+
 from .conftest import git
 from .sshgit import SshGit, sshd_missing
 from .test_remote_http import (
@@ -70,4 +72,4 @@ def test_a_frozen_sshd_is_exit_3_within_the_deadline(tmp_path: Path, sshd: SshGi
     assert "origin (ssh://127.0.0.1:" in proc.stderr  # the user name is not repeated in messages
     again = allocate(clone, "k")
     assert again.returncode == 0, again.stderr
-    assert git(bare, "ls-tree", "-r", "--name-only", "main", f"state/{WEEK}-0")
+    assert git(bare, "ls-tree", "-r", "--name-only", "main", episode_dir(f"{WEEK}-0"))

@@ -8,6 +8,7 @@ import pytest
 
 from jobstate.allocation.allocation import allocate
 from jobstate.allocation.retirement import retire
+from jobstate.core.layout import episode_dir, retired_path
 from jobstate.core.periods import parse_period
 from jobstate.core.tombstones import new_tombstone, tombstone_from_yaml_dict
 from jobstate.errors import (
@@ -44,16 +45,16 @@ def _retire(repo: Path, eid: str, by: str = "ops", reason: str = "a test run") -
 def test_retire_moves_the_episode_out_in_one_commit_with_a_tombstone(repo: Path) -> None:
     _alloc(repo, "k1")
     before = git(repo, "rev-list", "--count", "HEAD")
-    assert _retire(repo, "2026-W32-0") == (OK, "2026-W32-0 retired (history/retired/2026-W32-0.yaml)", "")
+    assert _retire(repo, "2026-W32-0") == (OK, "2026-W32-0 retired (history/retired/2026/2026-W32/2026-W32-0.yaml)", "")
     assert int(git(repo, "rev-list", "--count", "HEAD")) == int(before) + 1
-    assert not (repo / "state" / "2026-W32-0").exists()
+    assert not (repo / episode_dir("2026-W32-0")).exists()
     assert git(repo, "show", "--no-renames", "--name-status", "--format=", "HEAD").split() == [
         "A",
-        "history/retired/2026-W32-0.yaml",
+        "history/retired/2026/2026-W32/2026-W32-0.yaml",
         "D",
-        "state/2026-W32-0/episode.yaml",
+        "state/2026/2026-W32/2026-W32-0/episode.yaml",
     ]
-    text = (repo / "history" / "retired" / "2026-W32-0.yaml").read_text()
+    text = (repo / retired_path("2026-W32-0")).read_text()
     for field in ("episode_id: 2026-W32-0", "allocation_key: k1", "retired_by: ops", "reason: a test run"):
         assert field in text
     assert status(repo) == ""
@@ -71,7 +72,7 @@ def test_a_retired_id_and_key_are_never_handed_out_again(repo: Path, cold: bool)
     assert _alloc(repo, "k3")[1] == "2026-W32-2"
     code, out, err = _alloc(repo, "k2")
     assert (code, out) == (ALLOCATION_CONFLICT, "")
-    assert "2026-W32-1, retired (history/retired/2026-W32-1.yaml)" in err
+    assert "2026-W32-1, retired (history/retired/2026/2026-W32/2026-W32-1.yaml)" in err
     assert _alloc(repo, "k1")[1] == "2026-W32-0"  # the others are untouched
 
 
@@ -87,7 +88,7 @@ def test_a_second_retirement_records_nothing(repo: Path) -> None:
 
 def test_an_episode_removed_with_git_can_be_retired_afterwards(repo: Path) -> None:
     _alloc(repo, "k1")
-    git(repo, "rm", "-rq", "state/2026-W32-0")
+    git(repo, "rm", "-rq", "state/2026/2026-W32/2026-W32-0")
     git(repo, "commit", "-qm", "remove")
     assert run_cli("verify", cwd=repo).returncode == VERIFY_PROBLEMS
     assert _retire(repo, "2026-W32-0", reason="removed on purpose")[0] == OK
@@ -178,12 +179,12 @@ def test_verify_flags_a_tombstone_beside_its_episode_and_a_malformed_one(repo: P
     _alloc(repo, "k1")
     _alloc(repo, "k2")
     _retire(repo, "2026-W32-1")
-    git(repo, "checkout", "HEAD~1", "--", "state/2026-W32-1")  # brought back by hand
+    git(repo, "checkout", "HEAD~1", "--", "state/2026/2026-W32/2026-W32-1")  # brought back by hand
     git(repo, "commit", "-qm", "bring it back")
     out = run_cli("verify", "--rev", "HEAD", cwd=repo).stdout
     assert "episode 2026-W32-1 is retired but still in state/ or history/" in out
     assert "allocation key 'k2' belongs to retired episode 2026-W32-1" in out
-    (repo / "history" / "retired" / "2026-W32-0.yaml").write_text("schema: 1\nepisode_id: [\n")
+    (repo / retired_path("2026-W32-0")).write_text("schema: 1\nepisode_id: [\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "broken tombstone")
     assert run_cli("verify", "--rev", "HEAD", cwd=repo).returncode == STATE_INVALID
@@ -207,12 +208,12 @@ def test_a_retire_killed_at_its_commit_is_finished_or_undone_by_the_next_command
 ) -> None:
     _alloc(repo, "k1")
     run_killed(repo, fake_git(tmp_path, kill_on), "retire", "2026-W32-0", "--by", "ops", "--reason", "gone")
-    landed = "history/retired/2026-W32-0.yaml" in committed_files(repo)
+    landed = "history/retired/2026/2026-W32/2026-W32-0.yaml" in committed_files(repo)
     assert landed == (kill_on == "update-index")
     # the next command, whatever it is, repairs first: a kill before the commit is undone, after it finished
     assert _alloc(repo, "k2")[1] == "2026-W32-1"
     assert status(repo) == ""
-    assert (repo / "state" / "2026-W32-0" / "episode.yaml").is_file() != landed
+    assert (repo / episode_dir("2026-W32-0") / "episode.yaml").is_file() != landed
     code, _out, err = _retire(repo, "2026-W32-0", reason="gone")
     assert code == OK, err
     assert ("already retired" in err) == landed
@@ -227,11 +228,11 @@ def test_a_users_file_in_the_episode_is_refused_and_kept(repo: Path, ignored: bo
     if ignored:
         (repo / ".git" / "info" / "exclude").write_text("*.log\n")
     name = "notes.log" if ignored else "notes.txt"
-    (repo / "state" / "2026-W32-0" / name).write_text("mine\n")
+    (repo / episode_dir("2026-W32-0") / name).write_text("mine\n")
     head = git(repo, "rev-parse", "HEAD")
     code, out, err = _retire(repo, "2026-W32-0")
     assert code == USAGE, err
-    assert f"state/2026-W32-0/{name} in episode 2026-W32-0" in err
+    assert f"state/2026/2026-W32/2026-W32-0/{name} in episode 2026-W32-0" in err
     assert out == ""
-    assert (repo / "state" / "2026-W32-0" / name).read_text() == "mine\n"
+    assert (repo / episode_dir("2026-W32-0") / name).read_text() == "mine\n"
     assert git(repo, "rev-parse", "HEAD") == head

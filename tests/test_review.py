@@ -79,12 +79,12 @@ def test_report_period_range_limits_episodes_and_spend(history: Path, capsys: py
 def test_changes_that_should_never_happen_come_first_and_loud(
     history: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    costs = history / "state/2026-W33-0/costs.yaml"
+    costs = history / "state/2026/2026-W33/2026-W33-0/costs.yaml"
     costs.write_text(costs.read_text().replace("'12.40'", "'1.40'"))
-    hist = history / "history/2026-W33-0.yaml"
+    hist = history / "history/2026/2026-W33/2026-W33-0.yaml"
     hist.write_text(hist.read_text().replace("status: completed", "status: completed\nnote: edited by hand"))
-    git(history, "rm", "-rq", "state/2026-W34-0")
-    moved = history / "state/2026-W33-1/episode.yaml"
+    git(history, "rm", "-rq", "state/2026/2026-W34/2026-W34-0")
+    moved = history / "state/2026/2026-W33/2026-W33-1/episode.yaml"
     moved.write_text(moved.read_text().replace("manual-rerun:2026-08-15", "scheduled-run:2026-08-21"))
     git(history, "commit", "-qam", "hand edits")
     code, out, err = _cli(capsys, "diff", "HEAD~1", "--repo", str(history))
@@ -97,15 +97,15 @@ def test_changes_that_should_never_happen_come_first_and_loud(
     code, md, err = _cli(capsys, "diff", "HEAD~1", "--repo", str(history), "--format", "markdown", "--strict")
     assert code == 1, err
     assert md.split("\n")[2:4] == ["> [!CAUTION]", "> **Changes that should never happen (5)**"]
-    assert "history/2026-W33-0.yaml" in md
-    assert "state/2026-W33-0/costs.yaml" in md
+    assert "history/2026/2026-W33/2026-W33-0.yaml" in md
+    assert "state/2026/2026-W33/2026-W33-0/costs.yaml" in md
 
 
 def test_a_completed_attempt_marked_superseded_by_hand_is_loud(
     history: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # only jobstate resolve --supersede closes an attempt that way, with the operator's decision
-    subs = history / "state/2026-W33-1/submissions.yaml"
+    subs = history / "state/2026/2026-W33/2026-W33-1/submissions.yaml"
     subs.write_text(subs.read_text().replace("state: intent", "state: superseded", 1))
     git(history, "commit", "-qam", "closed by hand")
     code, out, err = _cli(capsys, "diff", "HEAD~1", "--repo", str(history), "--strict")

@@ -62,7 +62,7 @@ def test_a_hand_rewritten_cost_is_the_alarm_only_never_also_an_added_cost(pipeli
 def test_diff_compares_a_new_history_files_artifacts_with_the_records(pipeline: Path) -> None:
     with Store(pipeline, now=lambda: FIXED.replace(day=22), lock_timeout=5) as store:
         complete(store, "2026-W34-0")
-    history = pipeline / "history/2026-W34-0.yaml"
+    history = pipeline / "history/2026/2026-W34/2026-W34-0.yaml"
     text = history.read_text()
     sha = text.split("sha256: ")[1].split("\n")[0]
     history.write_text(text.replace(sha, "0" * 64))
@@ -97,9 +97,11 @@ def test_allocate_and_verify_refuse_a_retired_key_by_the_same_rule(repo: Path) -
     assert refused.returncode == 4
     assert rule in refused.stderr
     # the same key given by hand to a new episode: verify names the same rule
-    text = (repo / "state/2026-W32-0/episode.yaml").read_text().replace("k1", "k2").replace("W32-0", "W32-7")
-    (repo / "state/2026-W32-7").mkdir()
-    (repo / "state/2026-W32-7/episode.yaml").write_text(text.replace("sequence: 0", "sequence: 7"))
+    text = (
+        (repo / "state/2026/2026-W32/2026-W32-0/episode.yaml").read_text().replace("k1", "k2").replace("W32-0", "W32-7")
+    )
+    (repo / "state/2026/2026-W32/2026-W32-7").mkdir()
+    (repo / "state/2026/2026-W32/2026-W32-7/episode.yaml").write_text(text.replace("sequence: 0", "sequence: 7"))
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "the retired key by hand")
     proc = run_cli("verify", "--rev", "HEAD", cwd=repo)

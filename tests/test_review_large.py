@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
 from jobstate.main import main
 from jobstate.review.render import COMMENT_LIMIT
 from jobstate.review.revision import Ticker
@@ -26,7 +27,7 @@ def _write_history(repo: Path) -> None:
     for n in range(EPISODES):
         week = f"{2000 + n // 250}-W{1 + (n // 5) % 50:02d}"
         eid = f"{week}-{n % 5}"
-        d = repo / "state" / eid
+        d = repo / episode_dir(eid)
         d.mkdir(parents=True)
         (d / "episode.yaml").write_text(
             f"schema: 1\nepisode_id: {eid}\nperiod_id: {week}\nweek_id: {week}\nsequence: {n % 5}\n"

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 from jobstate.git.cache_tree import drop_cache_tree
 from jobstate.store.store import Store
@@ -29,7 +30,7 @@ def test_allocations_leave_a_split_index_git_reads_as_clean(store: Store, repo: 
     for i in range(3):
         allocate(store, f"k:{i}", WEEK)
     assert status(repo) == ""
-    assert "state/2026-W32-2/episode.yaml" in git(repo, "ls-files", "state")
+    assert "state/2026/2026-W32/2026-W32-2/episode.yaml" in git(repo, "ls-files", "state")
     assert b"link" in (repo / ".git" / "index").read_bytes()  # the split index's pointer to its shared part
     assert list((repo / ".git").glob("sharedindex.*"))
     git(repo, "fsck", "--no-progress")
@@ -50,8 +51,8 @@ def test_a_cache_tree_written_by_git_commit_is_dropped_and_state_stays_clean(sto
 @pytest.mark.parametrize("version", ["2", "3", "4"])
 def test_dropping_the_cache_tree_keeps_every_entry(repo: Path, version: str) -> None:
     for i in range(5):
-        (repo / "state" / f"2026-W01-{i}").mkdir()
-        (repo / "state" / f"2026-W01-{i}" / "episode.yaml").write_text(f"n: {i}\n")
+        (repo / episode_dir(f"2026-W01-{i}")).mkdir(parents=True)
+        (repo / episode_dir(f"2026-W01-{i}") / "episode.yaml").write_text(f"n: {i}\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "files")
     git(repo, "update-index", "--index-version", version)
@@ -111,8 +112,8 @@ def test_a_failing_gc_never_fails_the_command(store: Store, repo: Path) -> None:
 def test_a_catalog_brought_up_to_date_across_thousands_of_new_episodes_works(store: Store, repo: Path) -> None:
     allocate(store, "first", WEEK)  # the catalog now knows HEAD: the next refresh goes by the diff
     for n in range(1200):  # more changed paths than jobstate names on one git command line
-        d = repo / "state" / f"2026-W01-{n}"
-        d.mkdir()
+        d = repo / episode_dir(f"2026-W01-{n}")
+        d.mkdir(parents=True)
         (d / "episode.yaml").write_text(
             f"schema: 1\nepisode_id: 2026-W01-{n}\nperiod_id: 2026-W01\nweek_id: 2026-W01\nsequence: {n}\n"
             f"allocation_key: old:{n}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"

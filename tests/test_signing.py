@@ -262,7 +262,7 @@ def _approval_in_a_merge(signed_repo: Path, tmp_path: Path, capsys: pytest.Captu
     bot = git(signed_repo, "config", "user.signingkey").strip()
     _signed_by(signed_repo, editor)
     assert _jobstate(signed_repo, capsys, "approve", "--episode", "2026-W32-0", "--by", "editor")[0] == 0
-    approval = (signed_repo / "state/2026-W32-0/approval.yaml").read_bytes()
+    approval = (signed_repo / "state/2026/2026-W32/2026-W32-0/approval.yaml").read_bytes()
     git(signed_repo, "reset", "-q", "--hard", base)
     _signed_by(signed_repo, Path(bot))
     git(signed_repo, "checkout", "-q", "-b", "side")
@@ -271,7 +271,7 @@ def _approval_in_a_merge(signed_repo: Path, tmp_path: Path, capsys: pytest.Captu
     git(signed_repo, "commit", "-q", "-m", "notes")
     git(signed_repo, "checkout", "-q", "-")
     git(signed_repo, "merge", "-q", "--no-ff", "--no-commit", "side")
-    (signed_repo / "state/2026-W32-0/approval.yaml").write_bytes(approval)
+    (signed_repo / "state/2026/2026-W32/2026-W32-0/approval.yaml").write_bytes(approval)
     git(signed_repo, "add", "state")
     git(signed_repo, "commit", "-q", "-m", "merge side")
     assert len(git(signed_repo, "rev-parse", "HEAD^2").split()) == 1  # a merge commit

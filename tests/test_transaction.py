@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 from jobstate.store.store import Store
 
@@ -35,7 +36,7 @@ def test_concurrent_git_index_writers_do_not_lose_index_updates(store: Store, re
         thread.join()
     allocate(store, "after", W32)  # finishes any index update that had to wait
     assert status(repo) == ""
-    assert {f"state/{i}/episode.yaml" for i in ids} <= committed_files(repo)
+    assert {f"{episode_dir(i)}/episode.yaml" for i in ids} <= committed_files(repo)
 
 
 def test_soft_reset_does_not_hand_an_existing_episode_to_a_new_key(store: Store, repo: Path) -> None:
@@ -44,7 +45,7 @@ def test_soft_reset_does_not_hand_an_existing_episode_to_a_new_key(store: Store,
     git(repo, "reset", "-q", "--soft", "HEAD~1")
     assert allocate(store, "z", W32).episode_id == "2026-W32-2"
     assert allocate(store, "b", W32).episode_id == "2026-W32-1"
-    assert "allocation_key: b" in (repo / "state" / "2026-W32-1" / "episode.yaml").read_text()
+    assert "allocation_key: b" in (repo / episode_dir("2026-W32-1") / "episode.yaml").read_text()
 
 
 def test_kill_before_a_paid_record_lands_is_undone_by_the_next_command(repo: Path, tmp_path: Path) -> None:
@@ -57,7 +58,7 @@ def test_kill_before_a_paid_record_lands_is_undone_by_the_next_command(repo: Pat
         cwd=repo, capture_output=True, text=True, env={**__import__("os").environ, **env}, check=False,
     )  # fmt: skip
     assert proc.returncode == -9
-    assert (repo / "state" / eid / "submissions.yaml").exists()  # written, never committed
+    assert (repo / episode_dir(eid) / "submissions.yaml").exists()  # written, never committed
     again = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=repo)
     assert again.returncode == 0, again.stderr
     assert status(repo) == ""
@@ -108,7 +109,7 @@ def test_a_user_commit_while_jobstate_commits_fails_instead_of_deleting_episodes
     git(repo, "add", "notes.txt")
     git(repo, "commit", "-qm", "the user's own commit")
     assert git(repo, "log", "--diff-filter=D", "--name-only", "--format=", "--", "state").strip() == ""
-    assert "state/2026-W32-0/episode.yaml" in committed_files(repo)
+    assert "state/2026/2026-W32/2026-W32-0/episode.yaml" in committed_files(repo)
     assert status(repo) == ""
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir, period_dir
 from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
@@ -41,7 +42,7 @@ def _assert_consistent(repo: Path, keys: list[str], week: str) -> None:
     assert [e.sequence for e in episodes] == list(range(len(episodes)))
     assert {e.allocation_key for e in episodes} == set(keys)
     committed = committed_files(repo)
-    assert all(f"state/{e.episode_id}/episode.yaml" in committed for e in episodes)
+    assert all(f"{episode_dir(e.episode_id)}/episode.yaml" in committed for e in episodes)
     assert status(repo) == ""
     assert not (repo / ".git" / "index.lock").exists()
     git(repo, "fsck", "--no-progress")
@@ -126,11 +127,11 @@ def test_kill_between_write_and_commit_or_commit_and_index(repo: Path, tmp_path:
     run_cli("allocate", "--key", "before", "--week", "2026-W32", cwd=repo)
     env = fake_git(tmp_path, kill_on)
     run_killed(repo, env, "allocate", "--key", "victim", "--week", "2026-W32")
-    assert (repo / "state" / "2026-W32-1" / "episode.yaml").exists()
+    assert (repo / episode_dir("2026-W32-1") / "episode.yaml").exists()
     if kill_on == "update-ref":
-        assert "state/2026-W32-1/episode.yaml" not in committed_files(repo)
+        assert "state/2026/2026-W32/2026-W32-1/episode.yaml" not in committed_files(repo)
     else:
-        assert "state/2026-W32-1/episode.yaml" in committed_files(repo)
+        assert "state/2026/2026-W32/2026-W32-1/episode.yaml" in committed_files(repo)
         assert status(repo) != ""  # the index is behind until the next command
     again = run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=repo)
     assert again.stdout == "2026-W32-1\n", again.stderr
@@ -214,12 +215,13 @@ def test_a_kill_while_a_new_episode_directory_is_built_wedges_nothing(repo: Path
         check=False,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    assert not (repo / "state" / "2026-W32-0").exists()  # whole or not at all
-    assert [p.name for p in (repo / "state").iterdir() if p.name.startswith(".tmp-")]  # the kill landed mid-build
+    assert not (repo / episode_dir("2026-W32-0")).exists()  # whole or not at all
+    period = repo / period_dir("2026-W32")
+    assert [p.name for p in period.iterdir() if p.name.startswith(".tmp-")]  # the kill landed mid-build
     again = run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=repo)
     assert (again.returncode, again.stdout.strip()) == (0, "2026-W32-0"), again.stderr
     assert run_cli("allocate", "--key", "other", "--week", "2026-W32", cwd=repo).stdout.strip() == "2026-W32-1"
-    assert not [p for p in (repo / "state").iterdir() if p.name.startswith(".tmp-")]
+    assert not [p for p in period.iterdir() if p.name.startswith(".tmp-")]
     assert status(repo) == ""
 
 
@@ -251,7 +253,7 @@ def test_init_killed_mid_write_or_after_its_commit_is_finished_by_the_next_init(
     assert run_cli("verify", "--strict", cwd=repo).returncode == 0
 
 
-@pytest.mark.parametrize("where", ["state/2026-W30-0", "history"])
+@pytest.mark.parametrize("where", ["state/2026/2026-W30/2026-W30-0", "history/2026/2026-W30"])
 def test_migrate_killed_between_a_temp_file_and_its_rename_is_finished_by_the_next_migrate(
     tmp_path: Path, where: str
 ) -> None:
@@ -262,7 +264,7 @@ def test_migrate_killed_between_a_temp_file_and_its_rename_is_finished_by_the_ne
     again = run_cli("migrate", cwd=repo)
     assert again.returncode == 0, again.stderr
     assert status(repo) == ""
-    assert "state/2026-W30-0/episode.yaml" in committed_files(repo)
+    assert "state/2026/2026-W30/2026-W30-0/episode.yaml" in committed_files(repo)
 
 
 def test_a_run_killed_after_pushing_its_artifact_and_before_its_branch_moved_is_finished_by_the_next_run(
@@ -283,8 +285,8 @@ def test_a_run_killed_after_pushing_its_artifact_and_before_its_branch_moved_is_
         *vendor_step(vendor.url, "generate", "--artifact", "a.txt"),
     ]
     _killed(clone, tmp_path, r"^popen git update-ref -m jobstate: done ", *run)
-    assert f"state/{eid}/a.txt" in git(bare, "ls-tree", "-r", "--name-only", "main")
-    assert f"state/{eid}/a.txt" not in committed_files(clone)
+    assert f"{episode_dir(eid)}/a.txt" in git(bare, "ls-tree", "-r", "--name-only", "main")
+    assert f"{episode_dir(eid)}/a.txt" not in committed_files(clone)
     again = run_cli(*run, cwd=clone)
     assert again.returncode == 0, again.stderr
     assert status(clone) == ""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import episode_dir
 from jobstate.store.init import init
 
 from .conftest import both_formats, git, git_init, run_cli, status
@@ -85,11 +86,11 @@ def make_hosts(
 def _check_remote(bare: Path, keys: set[str], week: str) -> None:
     assert git(bare, "rev-list", "--merges", "--count", "main").strip() == "0"
     listing = git(bare, "ls-tree", "-r", "--name-only", "main", "state").split()
-    ids = sorted(p.split("/")[1] for p in listing if p.endswith("episode.yaml") and f"/{week}-" in p)
+    ids = sorted(p.split("/")[3] for p in listing if p.endswith("episode.yaml") and f"/{week}-" in p)
     assert sorted(int(i.rsplit("-", 1)[1]) for i in ids) == list(range(len(keys)))
     found: dict[str, str] = {}
     for eid in ids:
-        text = git(bare, "show", f"main:state/{eid}/episode.yaml")
+        text = git(bare, "show", f"main:{episode_dir(eid)}/episode.yaml")
         key = next(line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("allocation_key"))
         assert key not in found, f"{key} allocated twice: {found[key]} and {eid}"
         found[key] = eid
@@ -147,7 +148,7 @@ def test_unreachable_remote_is_exit_3_and_nothing_changes(tmp_path: Path) -> Non
     assert "cannot push to origin" in proc.stderr  # the branch was the remote's last tip: pushed first
     assert git(clone, "rev-parse", "HEAD") == head
     assert status(clone) == ""
-    assert not (clone / "state" / "2026-W32-0").exists()
+    assert not (clone / episode_dir("2026-W32-0")).exists()
 
 
 def test_push_refused_by_the_remote_is_exit_3_and_undone(tmp_path: Path) -> None:
@@ -179,7 +180,7 @@ def test_paid_step_records_go_through_the_remote(tmp_path: Path, object_format: 
     script = "import json, os; open(os.environ['JOBSTATE_RESULT'], 'w').write(json.dumps({'remote_ref': 't-1'}))"
     proc = run_cli("run", "--episode", eid, "--step", "generate", "--", sys.executable, "-c", script, cwd=two)
     assert proc.returncode == 0, proc.stderr
-    assert "state: completed" in git(bare, "show", f"main:state/{eid}/submissions.yaml")
+    assert "state: completed" in git(bare, "show", f"main:{episode_dir(eid)}/submissions.yaml")
     assert run_cli("approve", "--episode", eid, "--by", "ed", cwd=one).returncode == 0
     assert run_cli("complete", "--episode", eid, cwd=two).returncode == 0
     assert run_cli("verify", "--rev", "main", "--strict", cwd=bare).returncode == 0
@@ -210,7 +211,7 @@ def test_host_killed_mid_push_loses_and_duplicates_nothing(tmp_path: Path, after
         check=False,
     )
     assert proc.returncode == -signal.SIGKILL
-    pushed = "state/2026-W32-0/episode.yaml" in git(bare, "ls-tree", "-r", "--name-only", "main")
+    pushed = "state/2026/2026-W32/2026-W32-0/episode.yaml" in git(bare, "ls-tree", "-r", "--name-only", "main")
     assert pushed is after_push
     # the other host allocates meanwhile; then the killed host retries its key
     other = run_cli("allocate", "--key", "other", "--week", "2026-W32", cwd=two).stdout.strip()
@@ -233,7 +234,7 @@ def test_a_push_that_landed_is_never_reported_as_nothing_changed(tmp_path: Path)
     assert proc.returncode == 3, proc.stderr
     assert "is on origin but the local branch could not follow" in proc.stderr
     assert "nothing was changed" not in proc.stderr
-    assert "state/2026-W32-0/episode.yaml" in git(bare, "ls-tree", "-r", "--name-only", "main")
+    assert "state/2026/2026-W32/2026-W32-0/episode.yaml" in git(bare, "ls-tree", "-r", "--name-only", "main")
     lock.unlink()  # as the message says
     again = run_cli("allocate", "--key", "victim", "--week", "2026-W32", cwd=one)
     assert (again.returncode, again.stdout) == (0, "2026-W32-0\n"), again.stderr
@@ -272,4 +273,4 @@ def test_accepted_ref_that_cannot_be_recorded_is_reported(tmp_path: Path) -> Non
     assert again.returncode == 0, again.stderr
     assert "names remote task task-77; recorded as accepted" in again.stderr
     assert "resuming remote task task-77" in again.stderr
-    assert "remote_ref: task-77" in git(bare, "show", f"main:state/{eid}/submissions.yaml")
+    assert "remote_ref: task-77" in git(bare, "show", f"main:{episode_dir(eid)}/submissions.yaml")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 from jobstate.errors import ALLOCATION_CONFLICT, VERIFY_PROBLEMS
 from jobstate.store.store import Store
@@ -40,7 +41,7 @@ def _head(repo: Path) -> str:
 @pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
 def test_git_rm_leaves_no_gap_to_refill_and_the_old_key_is_refused(repo: Path, cold: bool) -> None:
     assert _alloc(repo, "k1")[1] == "2026-W32-0"
-    git(repo, "rm", "-rq", "state/2026-W32-0")
+    git(repo, "rm", "-rq", "state/2026/2026-W32/2026-W32-0")
     git(repo, "commit", "-qm", "remove")
     removed = _head(repo)
     if cold:
@@ -53,15 +54,16 @@ def test_git_rm_leaves_no_gap_to_refill_and_the_old_key_is_refused(repo: Path, c
     assert removed[:12] in err
     verify = run_cli("verify", cwd=repo)
     assert verify.returncode == VERIFY_PROBLEMS
-    assert f"state/2026-W32-0: error: episode 2026-W32-0 (key 'k1') was removed by commit {removed[:12]}" in (
-        verify.stdout
+    assert (
+        f"state/2026/2026-W32/2026-W32-0: error: episode 2026-W32-0 (key 'k1') was removed by commit {removed[:12]}"
+        in (verify.stdout)
     )
 
 
 def test_the_same_refusal_whether_or_not_the_catalog_is_warm(repo: Path) -> None:
     _alloc(repo, "k1")
     _alloc(repo, "k2")
-    git(repo, "rm", "-rq", "state/2026-W32-0")
+    git(repo, "rm", "-rq", "state/2026/2026-W32/2026-W32-0")
     git(repo, "commit", "-qm", "remove")
     warm = _alloc(repo, "k1")
     _drop_catalog(repo)
@@ -112,7 +114,7 @@ def test_a_merge_that_drops_a_directory_is_flagged_and_its_id_is_not_reused(repo
     git(repo, "checkout", "-q", "main")
     _alloc(repo, "k2")
     git(repo, "merge", "-q", "--no-commit", "--no-ff", "side")
-    git(repo, "rm", "-rq", "state/2026-W32-1")  # a bad resolution
+    git(repo, "rm", "-rq", "state/2026/2026-W32/2026-W32-1")  # a bad resolution
     git(repo, "commit", "-qm", "merge side")
     merge = _head(repo)
     _drop_catalog(repo)
@@ -127,9 +129,9 @@ def test_a_merge_that_drops_a_directory_is_flagged_and_its_id_is_not_reused(repo
 
 def test_a_staged_deletion_is_flagged_before_it_is_committed(repo: Path) -> None:
     _alloc(repo, "k1")
-    git(repo, "rm", "-rq", "--cached", "state/2026-W32-0")
-    (repo / "state" / "2026-W32-0" / "episode.yaml").unlink()
-    (repo / "state" / "2026-W32-0").rmdir()
+    git(repo, "rm", "-rq", "--cached", "state/2026/2026-W32/2026-W32-0")
+    (repo / episode_dir("2026-W32-0") / "episode.yaml").unlink()
+    (repo / episode_dir("2026-W32-0")).rmdir()
     hook = run_cli("verify", "--uncommitted-ok", cwd=repo)  # what the pre-commit hook runs
     assert hook.returncode == VERIFY_PROBLEMS
     assert "2026-W32-0 (key 'k1') is committed in HEAD but deleted in the index or work tree" in hook.stdout
@@ -139,7 +141,7 @@ def test_diff_alarms_for_an_episode_added_and_removed_between_base_and_rev(repo:
     _alloc(repo, "k1")
     base = _head(repo)
     _alloc(repo, "k2")
-    git(repo, "rm", "-rq", "state/2026-W32-1")
+    git(repo, "rm", "-rq", "state/2026/2026-W32/2026-W32-1")
     git(repo, "commit", "-qm", "quietly remove")
     removed = _head(repo)
     out = run_cli("diff", base, "HEAD", cwd=repo).stdout
@@ -170,7 +172,7 @@ def test_a_retry_of_a_key_still_in_head_is_answered_without_the_lock(repo: Path)
 
 def test_restoring_the_episode_with_git_makes_the_key_answer_again(repo: Path) -> None:
     _alloc(repo, "k1")
-    git(repo, "rm", "-rq", "state/2026-W32-0")
+    git(repo, "rm", "-rq", "state/2026/2026-W32/2026-W32-0")
     git(repo, "commit", "-qm", "remove")
     assert _alloc(repo, "k1")[0] == ALLOCATION_CONFLICT
     git(repo, "revert", "--no-edit", "HEAD")
@@ -213,7 +215,7 @@ def test_the_pre_commit_hook_stops_a_commit_that_deletes_an_episode(repo: Path, 
     hook.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m {entry}\n")
     hook.chmod(0o755)
     head = _head(repo)
-    git(repo, *how, "state/2026-W32-0")
+    git(repo, *how, "state/2026/2026-W32/2026-W32-0")
     proc = subprocess.run(["git", "commit", "-qm", "remove"], cwd=repo, capture_output=True, text=True, check=False)
     assert proc.returncode != 0
     assert "2026-W32-0 (key 'k1') is committed in HEAD but deleted in the index or work tree" in proc.stderr
@@ -244,7 +246,7 @@ KEYS = ("k1", "k2", "k3", "k4")
 def test_a_rebuilt_catalog_knows_what_the_warm_one_learned(repo: Path) -> None:
     _alloc(repo, "k1")
     _alloc(repo, "k2")
-    git(repo, "rm", "-rq", "state/2026-W32-0")
+    git(repo, "rm", "-rq", "state/2026/2026-W32/2026-W32-0")
     git(repo, "commit", "-qm", "remove")
     _alloc(repo, "k3")
     _alloc(repo, "k4")

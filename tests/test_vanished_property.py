@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 from jobstate.errors import AllocationConflict
 from jobstate.store.init import init
@@ -56,7 +57,7 @@ def _apply(repo: Path, op: tuple[object, ...]) -> None:
     present = _episodes(repo)
     commits = git(repo, "rev-list", "--first-parent", "HEAD").split()[:-1]  # never the root commit
     if kind == "rm" and present:
-        git(repo, "rm", "-rq", f"state/{present[int(str(op[1])) % len(present)]}")
+        git(repo, "rm", "-rq", f"{episode_dir(present[int(str(op[1])) % len(present)])}")
         git(repo, "commit", "-qm", "remove")
     elif kind == "revert" and commits:
         if not _try_git(repo, "revert", "--no-edit", "-m", "1", commits[int(str(op[1])) % len(commits)]):
@@ -74,7 +75,7 @@ def _apply(repo: Path, op: tuple[object, ...]) -> None:
         git(repo, "commit", "-qm", "side work")
         git(repo, "checkout", "-q", "-")  # back to the branch, whatever its name
         git(repo, "merge", "-q", "--no-ff", "--no-commit", "side")
-        git(repo, "rm", "-rq", f"state/{present[int(str(op[1])) % len(present)]}")
+        git(repo, "rm", "-rq", f"{episode_dir(present[int(str(op[1])) % len(present)])}")
         git(repo, "commit", "-qm", "merge side")
         git(repo, "branch", "-qD", "side")
     elif kind == "drop-catalog":

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobstate.allocation.allocation import allocate
+from jobstate.core.layout import episode_dir, history_path
 from jobstate.core.periods import parse_period
 from jobstate.paid.step import paid_step
 from jobstate.store.init import init
@@ -125,11 +126,11 @@ def test_verify_runs_on_a_read_only_copy(pipeline_repo: Path) -> None:
 
 @both_formats
 def test_tampered_and_missing_artifacts_are_reported(pipeline_repo: Path) -> None:
-    art = pipeline_repo / "state" / "2026-W32-1" / "generate.txt"
+    art = pipeline_repo / episode_dir("2026-W32-1") / "generate.txt"
     art.write_text("tampered\n")
     proc = _verify(pipeline_repo)
     assert proc.returncode == 1
-    assert "state/2026-W32-1/generate.txt: error: sha256" in proc.stdout
+    assert "state/2026/2026-W32/2026-W32-1/generate.txt: error: sha256" in proc.stdout
     git(pipeline_repo, "commit", "-qam", "tamper")
     assert _verify(pipeline_repo, "--rev", "HEAD").returncode == 1
     assert _verify(pipeline_repo, "--rev", "HEAD~1").returncode == 0
@@ -139,19 +140,19 @@ def test_tampered_and_missing_artifacts_are_reported(pipeline_repo: Path) -> Non
 
 @both_formats
 def test_an_artifact_changed_in_place_keeping_its_size_and_mtime_is_reported(pipeline_repo: Path) -> None:
-    art = pipeline_repo / "state" / "2026-W32-1" / "generate.txt"
+    art = pipeline_repo / episode_dir("2026-W32-1") / "generate.txt"
     data, st = art.read_bytes(), art.stat()
     art.write_bytes(bytes([data[0] ^ 1]) + data[1:])  # one bit flipped: only its hash can tell
     os.utime(art, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert art.stat().st_size == st.st_size
     proc = _verify(pipeline_repo)
     assert proc.returncode == 1, proc.stdout
-    assert "state/2026-W32-1/generate.txt: error: sha256" in proc.stdout
+    assert "state/2026/2026-W32/2026-W32-1/generate.txt: error: sha256" in proc.stdout
     assert "0 problems" not in proc.stdout
     git(pipeline_repo, "commit", "-qam", "flip a bit")  # the committed copy is checked from Git objects too
     proc = _verify(pipeline_repo, "--rev", "HEAD")
     assert proc.returncode == 1, proc.stdout
-    assert "state/2026-W32-1/generate.txt: error: sha256" in proc.stdout
+    assert "state/2026/2026-W32/2026-W32-1/generate.txt: error: sha256" in proc.stdout
 
 
 @pytest.mark.parametrize(
@@ -169,22 +170,22 @@ def test_an_artifact_changed_in_place_keeping_its_size_and_mtime_is_reported(pip
     ],
 )
 def test_bad_records_are_problems_with_their_file(pipeline_repo: Path, name: str, content: str, needle: str) -> None:
-    (pipeline_repo / "state" / "2026-W32-1" / name).write_text(content)
+    (pipeline_repo / episode_dir("2026-W32-1") / name).write_text(content)
     git(pipeline_repo, "commit", "-qam", "break it")
     proc = _verify(pipeline_repo, "--rev", "HEAD")
     assert proc.returncode == (7 if needle == "invalid YAML" else 1), proc.stderr  # unreadable: 7, as everywhere
-    assert f"state/2026-W32-1/{name}" in proc.stdout
+    assert f"state/2026/2026-W32/2026-W32-1/{name}" in proc.stdout
     assert needle in proc.stdout
 
 
 def test_directory_name_and_duplicate_keys(pipeline_repo: Path) -> None:
-    shutil.copytree(pipeline_repo / "state" / "2026-W32-1", pipeline_repo / "state" / "2026-W32-5")
+    shutil.copytree(pipeline_repo / episode_dir("2026-W32-1"), pipeline_repo / episode_dir("2026-W32-5"))
     git(pipeline_repo, "add", "-A")
     git(pipeline_repo, "commit", "-qm", "copy")
     out = _verify(pipeline_repo, "--rev", "HEAD").stdout
     assert "does not match its name '2026-W32-5'" in out
-    data = (pipeline_repo / "state" / "2026-W32-5" / "episode.yaml").read_text()
-    (pipeline_repo / "state" / "2026-W32-5" / "episode.yaml").write_text(
+    data = (pipeline_repo / episode_dir("2026-W32-5") / "episode.yaml").read_text()
+    (pipeline_repo / episode_dir("2026-W32-5") / "episode.yaml").write_text(
         data.replace("2026-W32-1", "2026-W32-5").replace("sequence: 1", "sequence: 5")
     )
     git(pipeline_repo, "commit", "-qam", "same key twice")
@@ -204,15 +205,15 @@ def test_unknown_submission_warns_and_fails_when_strict(repo: Path) -> None:
 
 
 def test_uncommitted_and_untracked_in_work_tree(pipeline_repo: Path) -> None:
-    (pipeline_repo / "state" / "2026-W32-1" / "notes.txt").write_text("x")
+    (pipeline_repo / episode_dir("2026-W32-1") / "notes.txt").write_text("x")
     proc = _verify(pipeline_repo)
     assert proc.returncode == 1
-    assert "state/2026-W32-1/notes.txt: error: untracked" in proc.stdout
+    assert "state/2026/2026-W32/2026-W32-1/notes.txt: error: untracked" in proc.stdout
     assert _verify(pipeline_repo, "--rev", "HEAD").returncode == 0
 
 
 def test_history_must_agree_with_episode(pipeline_repo: Path) -> None:
-    path = pipeline_repo / "history" / "2026-W32-0.yaml"
+    path = pipeline_repo / history_path("2026-W32-0")
     path.write_text(path.read_text().replace("allocation_key: a", "allocation_key: zzz"))
     git(pipeline_repo, "commit", "-qam", "bad history")
     assert "allocation_key 'zzz' disagrees" in _verify(pipeline_repo, "--rev", "HEAD").stdout
@@ -239,14 +240,14 @@ def test_no_state_is_exit_2_as_in_every_command(tmp_path: Path) -> None:
 
 @both_formats
 def test_against_reports_drift_old_beside_new(pipeline_repo: Path) -> None:
-    costs = pipeline_repo / "state" / "2026-W32-1" / "costs.yaml"
+    costs = pipeline_repo / episode_dir("2026-W32-1") / "costs.yaml"
     costs.write_text(costs.read_text().replace("'12.40'", "'12.41'"))
     git(pipeline_repo, "commit", "-qam", "a migration that changed money")
     proc = _verify(pipeline_repo, "--rev", "HEAD", "--against", "HEAD~1")
     assert proc.returncode == 1
     # nothing was migrated: the rewritten entry is the record model's alarm, with the old and new value
     assert "no episode migrated" in proc.stdout
-    assert "state/2026-W32-1/costs.yaml: error: cost entry rewritten" in proc.stdout
+    assert "state/2026/2026-W32/2026-W32-1/costs.yaml: error: cost entry rewritten" in proc.stdout
     assert "'amount': '12.40'" in proc.stdout
     assert "'amount': '12.41'" in proc.stdout
     data = json.loads(_verify(pipeline_repo, "--rev", "HEAD", "--against", "HEAD~1", "--json").stdout)

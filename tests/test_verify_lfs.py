@@ -24,7 +24,7 @@ from .conftest import FIXED, both_formats, git, status
 from .snapshots import tree_state
 
 VIDEO = b"\x00\x01video frame " * 5000
-ART = "state/2026-W32-0/final.mp4"
+ART = "state/2026/2026-W32/2026-W32-0/final.mp4"
 
 CLEAN = """\
 import hashlib, sys
@@ -152,7 +152,7 @@ def test_recording_an_artifact_hashes_the_real_file_and_commits_what_git_add_wou
         step.accepted("task-2")
         (step.output_dir / "take2.mp4").write_bytes(media)
         record = step.artifact("take2.mp4")
-    path = "state/2026-W32-0/take2.mp4"
+    path = "state/2026/2026-W32/2026-W32-0/take2.mp4"
     assert record.sha256 == hashlib.sha256(media).hexdigest()
     assert git(lfs_repo, "cat-file", "blob", f"HEAD:{path}").encode() == _pointer(record.sha256, len(media))
     assert status(lfs_repo) == ""  # the index agrees with the commit: no staged conversion left behind

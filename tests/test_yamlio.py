@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 
 from .conftest import run_cli
@@ -29,8 +30,8 @@ status: allocated
 
 
 def test_yaml_alias_bombs_are_refused_quickly(repo: Path) -> None:
-    path = repo / "state" / "2026-W32-0" / "episode.yaml"
-    path.parent.mkdir()
+    path = repo / episode_dir("2026-W32-0") / "episode.yaml"
+    path.parent.mkdir(parents=True)
     path.write_text(BOMB)
     for args in (["show", "2026-W32-0"], ["allocate", "--key", "b", "--week", "2026-W32"], ["verify"]):
         proc = run_cli(*args, cwd=repo, timeout=30, process=True)  # a hang fails the test

@@ -13,11 +13,12 @@ from jobstate.store.store import StoreOptions
 
 
 def migrate(options: StoreOptions, *, dry_run: bool, check: bool = False, as_json: bool = False) -> int:
-    """Migrate legacy week-only IDs (or print the plan with ``dry_run``, or with ``check`` list the
+    """Migrate legacy week-only IDs and the flat layout (or print the plan with ``dry_run``, or with ``check`` list the
     legacy fields no command would read after it, exit 1 when there is one)."""
     if check:
         with options.open() as store:
             moves, unread = unread_fields(store)
+        moves = [move for move in moves if move.week]  # the flat layout's moves keep every byte
         if as_json:
             print_json({"episodes": len(moves), "unread_fields": unread})
         else:
@@ -35,7 +36,7 @@ def migrate(options: StoreOptions, *, dry_run: bool, check: bool = False, as_jso
     if dry_run:
         sys.stdout.write(dry_run_text(moves))
     elif commit is None:
-        print("migrate: nothing to migrate (no legacy week-only IDs)")
+        print("migrate: nothing to migrate (no legacy week-only IDs, no episode in the flat layout)")
     else:
         print(f"migrate: {len(moves)} episode(s) migrated in commit {commit[:12]}; verified against its parent")
         for move in moves:

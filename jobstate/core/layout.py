@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 STATE = "state"
 HISTORY = "history"
 PRIVATE = ".jobstate"
@@ -24,19 +26,38 @@ APPROVAL = "approval.yaml"
 RECORD_FILES = frozenset({EPISODE_FILE, SUBMISSIONS, COSTS, ARTIFACTS, APPROVAL})
 
 
+# an episode ID as the layout reads it (periods.parse_episode_id checks the dates): year, period, sequence
+_ID = re.compile(r"((\d{4})(?:-W\d{2}|-\d{2}-\d{2}|-\d{2}))-(?:0|[1-9]\d{0,5})")
+
+
+def _place(name: str) -> str:
+    """``<year>/<period>/<id>``: where an episode lives under state/ and history/. Trees stay small at any
+    size: the root holds one entry a year, a year at most 366 periods, a period that period's episodes
+    (the earlier flat layout, ``state/<id>/``, held one entry per episode: a million entries
+    rewritten by every commit). The leaf keeps the whole ID, so a path names its episode in any diff.
+    A legacy week-only name (``2026-W32``, before ``jobstate migrate``) stays where it always was."""
+    m = _ID.fullmatch(name)
+    return name if m is None else f"{m[2]}/{m[1]}/{name}"
+
+
 def episode_dir(episode_id: str) -> str:
-    """``state/<id>``."""
-    return f"{STATE}/{episode_id}"
+    """``state/<year>/<period>/<id>``."""
+    return f"{STATE}/{_place(episode_id)}"
 
 
 def episode_path(episode_id: str) -> str:
-    """``state/<id>/episode.yaml``."""
-    return f"{STATE}/{episode_id}/{EPISODE_FILE}"
+    """``state/<year>/<period>/<id>/episode.yaml``."""
+    return f"{episode_dir(episode_id)}/{EPISODE_FILE}"
 
 
 def record_path(episode_id: str, name: str) -> str:
-    """``state/<id>/<name>`` for one of the record files."""
-    return f"{STATE}/{episode_id}/{name}"
+    """``state/<year>/<period>/<id>/<name>`` for one of the record files."""
+    return f"{episode_dir(episode_id)}/{name}"
+
+
+def period_dir(period_id: str) -> str:
+    """``state/<year>/<period>``: the directory of one period's episodes."""
+    return f"{STATE}/{period_id[:4]}/{period_id}"
 
 
 def step_lock_path(episode_id: str, step: str) -> str:
@@ -62,43 +83,118 @@ def refused_report_path(episode_id: str, step: str, attempt: int, stamp: str) ->
 
 
 def history_path(episode_id: str) -> str:
-    """``history/<id>.yaml``."""
-    return f"{HISTORY}/{episode_id}.yaml"
+    """``history/<year>/<period>/<id>.yaml``."""
+    return f"{HISTORY}/{_place(episode_id)}.yaml"
 
 
 def retired_path(episode_id: str) -> str:
-    """``history/retired/<id>.yaml``: the tombstone of a retired episode."""
-    return f"{RETIRED}/{episode_id}.yaml"
+    """``history/retired/<year>/<period>/<id>.yaml``: the tombstone of a retired episode."""
+    return f"{RETIRED}/{_place(episode_id)}.yaml"
+
+
+_PERIOD = re.compile(r"(\d{4})(?:-W\d{2}|-\d{2}-\d{2}|-\d{2})")
+
+
+def is_year_dir(name: str) -> bool:
+    """Whether ``name`` is a year's directory of state/ or history/ (``2026``)."""
+    return len(name) == 4 and name.isdigit()
+
+
+def is_period_dir(year: str, name: str) -> bool:
+    """Whether ``name`` is a period's directory in the year directory ``year`` (``2026-W32`` in ``2026``)."""
+    m = _PERIOD.fullmatch(name)
+    return m is not None and m[1] == year
+
+
+def _placed(year: str, period: str, name: str) -> str | None:
+    """The ID of ``<year>/<period>/<name>`` when it is an episode's place (``2026/2026-W32/2026-W32-0``)."""
+    m = _ID.fullmatch(name)
+    return name if m is not None and m[2] == year and m[1] == period else None
+
+
+def _flat(path: str) -> tuple[str, str] | None:
+    """(ID, what) of an episode path in the flat layout: (ID, path inside its directory) for
+    ``state/<id>/...``, (ID, ``HISTORY``) for ``history/<id>.yaml``, (ID, ``RETIRED``) for
+    ``history/retired/<id>.yaml``; None for any other path."""
+    parts = path.split("/")
+    if parts[0] == STATE and len(parts) >= 2 and _ID.fullmatch(parts[1]):
+        return parts[1], "/".join(parts[2:])
+    if parts[0] == HISTORY and len(parts) == 2 and parts[1].endswith(".yaml") and _ID.fullmatch(parts[1][:-5]):
+        return parts[1][:-5], HISTORY
+    if len(parts) == 3 and f"{parts[0]}/{parts[1]}" == RETIRED and _ID.fullmatch(parts[2].removesuffix(".yaml")):
+        return parts[2][:-5], RETIRED
+    return None
+
+
+def is_flat(path: str) -> bool:
+    """Whether ``path`` is an episode's place in the flat layout, which ``jobstate migrate`` moves."""
+    return _flat(path) is not None
+
+
+def is_flat_name(name: str) -> bool:
+    """Whether an entry of state/ is an episode directory of the flat layout (``state/2026-W32-0``)."""
+    return _ID.fullmatch(name) is not None
+
+
+def canonical(path: str) -> str:
+    """``path`` in today's layout: a flat layout's episode path moved where it lives now, any other
+    path unchanged. Snapshots list their files this way, so that one reader reads both layouts (old
+    revisions stay readable) and a migration's renames compare as no change at all."""
+    found = _flat(path)
+    if found is None:
+        return path
+    eid, rest = found
+    if rest == HISTORY:
+        return history_path(eid)
+    if rest == RETIRED:
+        return retired_path(eid)
+    return f"{episode_dir(eid)}/{rest}" if rest else episode_dir(eid)
 
 
 def is_retired_path(path: str) -> bool:
-    """Whether ``path`` is a tombstone's place (``history/retired/<name>.yaml``)."""
-    parts = path.split("/")
-    return len(parts) == 3 and f"{parts[0]}/{parts[1]}" == RETIRED and parts[2].endswith(".yaml")
+    """Whether ``path`` is a tombstone's place (``history/retired/<year>/<period>/<id>.yaml``)."""
+    return _retired(canonical(path).split("/")) is not None
 
 
-def describes_episode(path: str) -> str | None:
-    """The episode ID a committed path describes, if it is an episode, history or tombstone file."""
-    parts = path.split("/")
-    if len(parts) == 3 and parts[0] == STATE and parts[2] == EPISODE_FILE:
-        return parts[1]
-    if is_retired_path(path):
-        return parts[2][:-5]
-    if len(parts) == 2 and parts[0] == HISTORY and parts[1].endswith(".yaml"):
-        return parts[1][:-5]
+def _retired(parts: list[str]) -> str | None:
+    if len(parts) == 5 and f"{parts[0]}/{parts[1]}" == RETIRED and parts[4].endswith(".yaml"):
+        return _placed(parts[2], parts[3], parts[4][:-5])
     return None
 
 
 def episode_of(path: str) -> tuple[str, str] | None:
     """Which episode a repository path describes, and as what: (ID, path inside its directory) for a
-    file under ``state/<id>/``, (ID, ``HISTORY``) for ``history/<id>.yaml``; None for any other path.
-    The one reading of the layout every reader of paths uses."""
-    parts = path.split("/")
-    if parts[0] == STATE and len(parts) >= 3:
-        return parts[1], "/".join(parts[2:])
+    file under ``state/<year>/<period>/<id>/`` ("" for the directory), (ID, ``HISTORY``) for its history
+    file; None for any other path. A legacy week-only name (``state/2026-W32/``, ``history/2026-W32.yaml``)
+    and any other name directly under state/ describe themselves, for verify to judge. The one reading of the layout
+    every reader of paths uses; a flat layout's path reads as the place it moves to."""
+    parts = canonical(path).split("/")
+    if parts[0] == STATE and len(parts) >= 2:
+        if not is_year_dir(parts[1]):
+            if len(parts) == 2 and parts[1].startswith("."):
+                return None  # state/.gitkeep, a temp file
+            return parts[1], "/".join(parts[2:])
+        eid = _placed(*parts[1:4]) if len(parts) >= 4 else None
+        return None if eid is None else (eid, "/".join(parts[4:]))  # "" for the directory itself
     if parts[0] == HISTORY and len(parts) == 2 and parts[1].endswith(".yaml"):
         return parts[1][:-5], HISTORY
+    if parts[0] == HISTORY and len(parts) == 4 and parts[3].endswith(".yaml"):
+        eid = _placed(parts[1], parts[2], parts[3][:-5])
+        return None if eid is None else (eid, HISTORY)
     return None
+
+
+def describes_episode(path: str) -> str | None:
+    """The episode ID a committed path describes, if it is an episode, history or tombstone file
+    (either layout)."""
+    parts = canonical(path).split("/")
+    stone = _retired(parts)
+    if stone is not None:
+        return stone
+    found = episode_of(path)
+    if found is None or found[1] not in (EPISODE_FILE, HISTORY):
+        return None
+    return found[0]
 
 
 def is_private(path: str) -> bool:

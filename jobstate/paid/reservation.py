@@ -8,7 +8,7 @@ from decimal import Decimal
 from jobstate.core import advice
 from jobstate.core.attempts import CLOSED, Attempt
 from jobstate.core.budget import budget_period, check_reservation, crosses_warning, episode_periods, parse_max_cost
-from jobstate.core.layout import CONFIG_FILE, COSTS, STATE, SUBMISSIONS
+from jobstate.core.layout import CONFIG_FILE, COSTS, SUBMISSIONS, period_dir
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState, Episode
 from jobstate.errors import DirtyState, FingerprintMismatch, UsageError
@@ -85,7 +85,7 @@ def refuse_uncommitted_inputs(store: Store, periods: list[str], *exact: str) -> 
     """The budget decision reads committed state only: an edit of the cap or of a ledger in the period
     that nobody committed is refused (exit 2), never taken as the truth; so is any difference from HEAD
     at the ``exact`` paths, an untracked file included (the command rewrites them whole)."""
-    specs = [CONFIG_FILE, *exact, *(f"{STATE}/{p}-*/{name}" for p in periods for name in (COSTS, SUBMISSIONS))]
+    specs = [CONFIG_FILE, *exact, *(f"{period_dir(p)}/*/{name}" for p in periods for name in (COSTS, SUBMISSIONS))]
     for code, path in store.git.status(*specs):
         if code != "??" or path in exact:
             raise DirtyState(

@@ -9,7 +9,7 @@ import os
 import re
 from pathlib import Path
 
-from jobstate.core.layout import STATE
+from jobstate.core.layout import EPISODE_FILE, STATE, episode_of
 from jobstate.core.merges import merge_collisions
 from jobstate.errors import StateInvalid
 from jobstate.store.history import files_at
@@ -20,20 +20,20 @@ _HEX = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 MAX_MERGES = 200  # a long range is checked at its newest merges
 
 
-def _episode_blobs(cwd: Path, rev: str) -> dict[str, str]:
-    """Episode ID -> the blob of its episode.yaml at ``rev``."""
+def _episode_blobs(cwd: Path, rev: str) -> dict[str, tuple[str, str]]:
+    """Episode ID -> the blob of its episode.yaml at ``rev`` and its path there (either layout)."""
     proc = git_read(cwd, "ls-tree", "-r", "-z", "--full-tree", rev, "--", STATE, check=False)
-    out: dict[str, str] = {}
+    out: dict[str, tuple[str, str]] = {}
     for entry in proc.stdout.split(b"\0"):
         meta, _, name = entry.decode("utf-8", "surrogateescape").partition("\t")
-        parts = name.split("/")
-        if len(parts) == 3 and parts[2] == "episode.yaml":
-            out[parts[1]] = meta.split()[2]
+        found = episode_of(name) if meta else None
+        if found is not None and found[1] == EPISODE_FILE:
+            out[found[0]] = (meta.split()[2], name)
     return out
 
 
-def _keys(cwd: Path, rev: str, names: list[str]) -> dict[str, str]:
-    specs = {name: f"{rev}:{STATE}/{name}/episode.yaml" for name in names}
+def _keys(cwd: Path, rev: str, side: dict[str, tuple[str, str]], names: list[str]) -> dict[str, str]:
+    specs = {name: f"{rev}:{side[name][1]}" for name in names}
     datas = files_at(cwd, list(specs.values()))
     out: dict[str, str] = {}
     for name, spec in specs.items():
@@ -51,10 +51,10 @@ def collisions_at(cwd: Path, parents: list[str], where: str) -> list[tuple[str, 
     """IDs with two keys and keys with two IDs across ``parents``, reading only the episodes the sides
     do not share unchanged (a run allocated on one side only is the only way to collide)."""
     blobs = [_episode_blobs(cwd, p) for p in parents]
-    names = sorted({n for side in blobs for n in side if len({s.get(n) for s in blobs}) > 1})
+    names = sorted({n for side in blobs for n in side if len({(s.get(n) or ("",))[0] for s in blobs}) > 1})
     if not names:
         return []
-    sides = [_keys(cwd, p, [n for n in names if n in side]) for p, side in zip(parents, blobs, strict=True)]
+    sides = [_keys(cwd, p, side, [n for n in names if n in side]) for p, side in zip(parents, blobs, strict=True)]
     return merge_collisions(sides, where)
 
 

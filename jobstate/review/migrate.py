@@ -1,4 +1,5 @@
-"""Migration of legacy week-only IDs (``state/2026-W30/``) to versioned IDs (``state/2026-W30-0/``).
+"""Migration of legacy week-only IDs (``state/2026-W30/``) to versioned IDs, and of the flat layout
+(``state/2026-W30-0/``) to today's (``state/2026/2026-W30/2026-W30-0/``).
 
 Like a reviewed database migration: ``plan`` only reads, and a dry run prints
 the plan and the YAML diff; ``migrate`` applies the whole plan as one commit
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -18,7 +20,19 @@ from typing import Any
 from jobstate.core.artifacts import artifact_map
 from jobstate.core.clock import format_time
 from jobstate.core.episode_records import legacy_fields_not_read
-from jobstate.core.layout import HISTORY, STATE
+from jobstate.core.layout import (
+    EPISODE_FILE,
+    HISTORY,
+    RETIRED,
+    STATE,
+    canonical,
+    describes_episode,
+    episode_dir,
+    episode_path,
+    history_path,
+    is_flat,
+    is_flat_name,
+)
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period, parse_time
 from jobstate.core.records import episode_from_yaml_dict, history_from_yaml_dict
@@ -35,7 +49,7 @@ from jobstate.version import __version__
 class Move:
     """One legacy episode (its state directory and/or its history file) and where it goes."""
 
-    week: str
+    week: str  # "" for an episode that only moves from the flat layout
     new_id: str
     renames: list[tuple[str, str]] = field(default_factory=list)
     writes: dict[str, bytes] = field(default_factory=dict)
@@ -147,7 +161,7 @@ def plan(store: Store, migrated_at: str) -> list[Move]:
     moves: dict[str, Move] = {}
     for week in sorted(set(states) | set(histories)):
         new_id = f"{week}-0"
-        for taken in (f"{STATE}/{new_id}", f"{HISTORY}/{new_id}.yaml"):
+        for taken in (episode_dir(new_id), history_path(new_id), f"{STATE}/{new_id}", f"{HISTORY}/{new_id}.yaml"):
             if store.path(taken).exists():
                 raise AllocationConflict(
                     f"legacy week {week} would become {new_id}, but {taken} already exists; "
@@ -158,20 +172,43 @@ def plan(store: Store, migrated_at: str) -> list[Move]:
         move = moves[week]
         old_rel = f"{STATE}/{week}/episode.yaml"
         text = store.path(old_rel).read_bytes()
-        new_rel = f"{STATE}/{move.new_id}/episode.yaml"
-        move.renames.append((f"{STATE}/{week}", f"{STATE}/{move.new_id}"))
+        new_rel = episode_path(move.new_id)
+        move.renames.append((f"{STATE}/{week}", episode_dir(move.new_id)))
         move.writes[new_rel] = _rewrite(old_rel, text, week, move.new_id, migrated_at, history=False)
         move.old_texts[new_rel] = text
         _check_artifacts(store, week, old_rel)
     for week in histories:
         move = moves[week]
         old_rel = f"{HISTORY}/{week}.yaml"
-        new_rel = f"{HISTORY}/{move.new_id}.yaml"
+        new_rel = history_path(move.new_id)
         text = store.path(old_rel).read_bytes()
         move.renames.append((old_rel, new_rel))
         move.writes[new_rel] = _rewrite(old_rel, text, week, move.new_id, migrated_at, history=True)
         move.old_texts[new_rel] = text
-    return list(moves.values())
+    return list(moves.values()) + _flat_moves(store)
+
+
+def _flat_moves(store: Store) -> list[Move]:
+    """Every episode directory, history file and tombstone of the flat layout, and where it moves:
+    renames only, every byte kept. Refused (exit 4) when today's place is taken already."""
+    found: dict[str, Move] = {}
+
+    def move(old: str) -> None:
+        new = canonical(old)
+        if store.path(new).exists() or store.path(new).is_symlink():
+            raise AllocationConflict(f"{old} would move to {new}, which exists already; move one of them by hand")
+        eid = describes_episode(f"{old}/{EPISODE_FILE}" if old.startswith(f"{STATE}/") else old)
+        assert eid is not None
+        found.setdefault(eid, Move("", eid)).renames.append((old, new))
+
+    for base in (STATE, HISTORY, RETIRED):
+        for entry in sorted(os.scandir(store.path(base)), key=lambda e: e.name) if store.path(base).is_dir() else []:
+            rel = f"{base}/{entry.name}"
+            if (base == STATE and entry.is_dir(follow_symlinks=False) and is_flat_name(entry.name)) or (
+                base != STATE and entry.is_file(follow_symlinks=False) and is_flat(rel)
+            ):
+                move(rel)
+    return [found[eid] for eid in sorted(found)]
 
 
 def unread_fields(store: Store) -> tuple[list[Move], list[str]]:
@@ -207,11 +244,20 @@ def _check_artifacts(store: Store, week: str, rel: str) -> None:
             )
 
 
+def what(moves: list[Move]) -> str:
+    """What a migration does, in a few words: its commit's subject and the dry run's first line."""
+    legacy = sum(1 for m in moves if m.week)
+    flat = len(moves) - legacy
+    parts = [f"{legacy} legacy week-only ID(s) to versioned IDs"] if legacy else []
+    parts += [f"{flat} episode(s) from the flat layout to state/<year>/<period>/<id>/"] if flat else []
+    return "; ".join(parts)
+
+
 def dry_run_text(moves: list[Move]) -> str:
     """The plan and the YAML diff a reviewer reads before anything runs."""
     if not moves:
-        return "migrate: nothing to migrate (no legacy week-only IDs)\n"
-    out = [f"migrate: {len(moves)} legacy week-only ID(s) to versioned IDs (dry run, nothing written)"]
+        return "migrate: nothing to migrate (no legacy week-only IDs, no episode in the flat layout)\n"
+    out = [f"migrate: {what(moves)} (dry run, nothing written)"]
     for move in moves:
         out += [f"  {line}" for line in move.describe()]
     for move in moves:
@@ -262,18 +308,24 @@ def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
             raise UsageError(f"{store.root} has no commits: commit the legacy state first")
         files: dict[str, bytes | None] = {}
         blobs: dict[str, tuple[bytes, str]] = {}
-        renames: list[tuple[str, str]] = []
+        renames = [rename for move in moves for rename in move.renames]
+        moved = dict(renames)
+        for mode, sha, path in store.git.ls_tree(base, STATE, HISTORY):  # one listing, however many moves
+            parts = path.split("/")
+            # state/<name>/..., history/<name>.yaml, history/retired/<name>.yaml
+            old = next((o for o in ("/".join(parts[:2]), "/".join(parts[:3])) if o in moved), None)
+            if old is not None:
+                files[path] = None
+                blobs[moved[old] + path[len(old) :]] = (mode.encode(), sha)
         for move in moves:
-            for old, new in move.renames:
-                renames.append((old, new))
-                for mode, sha, path in store.git.ls_tree(base, old):
-                    files[path] = None
-                    blobs[new + path[len(old) :]] = (mode.encode(), sha)
             for rel, data in move.writes.items():
                 blobs.pop(rel, None)
                 files[rel] = data
-        lines = [line for move in moves for line in move.describe()]
-        message = f"jobstate migrate: {len(moves)} legacy week-only ID(s) to versioned IDs\n\n" + "\n".join(lines)
+        lines = [line for move in moves if move.week for line in move.describe()]
+        flat = [line for move in moves if not move.week for line in move.describe()]
+        if len(flat) > 20:  # a reviewer reads the rule and a few examples; the diff has every rename
+            flat = [*flat[:20], f"... and {len(flat) - 20} more, each to state/<year>/<period>/<id>"]
+        message = f"jobstate migrate: {what(moves)}\n\n" + "\n".join(lines + flat)
 
         def prove(commit_id: str) -> None:
             # the whole proof runs on the commit about to land, before the branch moves: a migration that

@@ -14,12 +14,21 @@ from pathlib import Path
 
 from jobstate.core.budget import Acknowledgement, Budget
 from jobstate.core.episode_records import EpisodeRecords, Problems, new_records
-from jobstate.core.layout import BUDGET_ACKNOWLEDGED, CONFIG_FILE, HISTORY, RECORD_FILES
+from jobstate.core.layout import (
+    BUDGET_ACKNOWLEDGED,
+    CONFIG_FILE,
+    HISTORY,
+    RECORD_FILES,
+    STATE,
+    episode_dir,
+    episode_of,
+    history_path,
+)
 from jobstate.core.rules_state import Settings
 from jobstate.errors import StateInvalid
 from jobstate.store.config import config_from_text
 from jobstate.store.records import read_acknowledgements, read_episode
-from jobstate.store.snapshot import Revision, locate
+from jobstate.store.snapshot import TWICE, Revision, locate
 
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
 
@@ -97,20 +106,21 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
         if only is None:
             files = snap.files()
         else:  # a few episodes of a large state: list only theirs
-            wanted_paths = tuple(sorted(f"{p}/{n}" for n in only for p in ("state",))) + tuple(
-                sorted(f"history/{n}.yaml" for n in only)
+            # each at its place in either layout: an old revision has the flat one
+            wanted_paths = tuple(
+                sorted(
+                    p for n in only for p in (episode_dir(n), history_path(n), f"{STATE}/{n}", f"{HISTORY}/{n}.yaml")
+                )
             )
             files = snap.files(wanted_paths) if wanted_paths else {}
         view.unreadable += [f"{p}: is a submodule (gitlink); state holds regular files only" for p in snap.submodules]
+        view.unreadable += [f"{p}: {TWICE}" for p in snap.twice]
         by_name: dict[str, list[str]] = {}  # episode -> the record files it has here
         for p, entry in sorted(files.items()):
-            parts = p.split("/")
-            if parts[0] == "state" and len(parts) >= 3:
-                name, leaf = parts[1], "/".join(parts[2:])
-            elif parts[0] == "history" and len(parts) == 2 and p.endswith(".yaml"):
-                name, leaf = parts[1][:-5], HISTORY
-            else:
+            described = episode_of(p)
+            if described is None or described[1] == "":
                 continue
+            name, leaf = described
             if (only is not None and name not in only) or new_records(name) is None:
                 continue
             by_name.setdefault(name, [])

@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.core.layout import PRIVATE, RETIRED, STATE, describes_episode, is_retired_path
+from jobstate.core.layout import PRIVATE, RETIRED, describes_episode, is_retired_path
 from jobstate.core.records import episode_from_yaml_dict
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanished, vanished_text
 from jobstate.errors import StateInvalid, UsageError
@@ -36,14 +36,6 @@ def head_commit(cwd: Path) -> str | None:
     return proc.stdout.decode().strip() or None if proc.returncode == 0 else None
 
 
-def state_names(cwd: Path, rev: str) -> set[str]:
-    """The names of state/'s directories at ``rev``. Read-only."""
-    proc = git_read(cwd, "ls-tree", "-z", "--name-only", "--full-tree", f"{rev}:{STATE}", check=False)
-    return (
-        {p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p} if proc.returncode == 0 else set()
-    )
-
-
 def index_deletions(cwd: Path) -> set[str]:
     """Episodes HEAD has whose episode.yaml the index deletes (a staged ``git rm``). Read-only."""
     proc = git_read(
@@ -56,12 +48,13 @@ def index_deletions(cwd: Path) -> set[str]:
         "-z",
         "HEAD",
         "--",
-        _EPISODES,
+        *_EPISODES,
         check=False,
     )
     if proc.returncode != 0:
         return set()
-    return {p.decode("utf-8", "surrogateescape").split("/")[1] for p in proc.stdout.split(b"\0") if p}
+    found = (describes_episode(p.decode("utf-8", "surrogateescape")) for p in proc.stdout.split(b"\0") if p)
+    return {name for name in found if name is not None}
 
 
 def reflog_tips(cwd: Path) -> list[str]:

@@ -64,11 +64,11 @@ from jobstate.review.vanished import (
     head_commit,
     index_deletions,
     reflog_tips,
-    state_names,
 )
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_text
-from jobstate.store.snapshot import ROOTS, Revision, Snapshot, WorkTree, git_read, is_bare, locate
+from jobstate.store.history import episode_names
+from jobstate.store.snapshot import ROOTS, TWICE, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.store.yamlio import loads
 
 R = TypeVar("R")
@@ -104,7 +104,7 @@ class Report:
         paths, episodes = self.changed
         parts = problem.path.split("/")
         if parts[0] == STATE and len(parts) >= 2:
-            return parts[1] in episodes
+            return (episode_of(problem.path) or ("",))[0] in episodes or problem.path in paths
         if parts[0] == HISTORY or problem.path == CONFIG_FILE:
             return problem.path in paths or (episode_of(problem.path) or ("",))[0] in episodes
         return True  # a commit, the revision itself: what the range brought
@@ -181,6 +181,7 @@ def collect(
     if isinstance(snap, Revision):
         snap.prefetch([p for p in files if p.endswith(".yaml")])
         problems += [Problem(p, "is a submodule (gitlink); state holds regular files only") for p in snap.submodules]
+    problems += [Problem(p, TWICE) for p in snap.twice]
     if isinstance(snap, WorkTree) and not (snap.root / "state").is_dir():
         raise NotInitialized(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
     config = _check_config(snap, problems)
@@ -199,13 +200,19 @@ def collect(
             if parts[1] != ".gitkeep":
                 problems.append(Problem(path, "state/ holds only episode directories"))
         elif parts[0] == HISTORY and len(parts) == 2 and parts[1] != ".gitkeep":
-            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files"))
+            problems.append(Problem(path, "history/ holds only <year>/<period>/<episode_id>.yaml files"))
         elif is_retired_path(path):
-            tombstones[parts[2][:-5]] = path
+            tombstones[path.rpartition("/")[2][:-5]] = path
         elif path == BUDGET_ACKNOWLEDGED:
             pass  # read with the budget below
         elif parts[0] == "history" and len(parts) > 2:
-            problems.append(Problem(path, "history/ holds only <episode_id>.yaml files and retired/<episode_id>.yaml"))
+            problems.append(
+                Problem(
+                    path,
+                    "history/ holds only <year>/<period>/<episode_id>.yaml files and "
+                    "retired/<year>/<period>/<episode_id>.yaml",
+                )
+            )
     report.present = set(by_dir) | set(history)
     report.retired = set(tombstones)
     retired_keys = {}
@@ -530,9 +537,7 @@ def _check_clean(cwd: Path, report: Report) -> None:
 
 def _keys_at(cwd: Path, commit: str) -> dict[str, str | None]:
     """The episodes ``commit`` has (ID -> key unknown): listed, not read, so a base costs one ls-tree."""
-    proc = git_read(cwd, "ls-tree", "-z", "--name-only", f"{commit}:{STATE}", check=False)
-    names = [n.decode("utf-8", "surrogateescape") for n in proc.stdout.split(b"\0") if n]
-    return dict.fromkeys((n for n in names if n != ".gitkeep"), None)
+    return dict.fromkeys(episode_names(cwd, commit), None)
 
 
 def _check_vanished(cwd: Path, snap: Snapshot, report: Report, since: tuple[str, dict[str, str | None]] | None) -> None:
@@ -549,7 +554,7 @@ def _check_vanished(cwd: Path, snap: Snapshot, report: Report, since: tuple[str,
         head = head_commit(cwd)
         if head is None:
             return
-        tips, in_head = [head, *reflog_tips(cwd)], state_names(cwd, head)
+        tips, in_head = [head, *reflog_tips(cwd)], episode_names(cwd, head)
         # the index is what the next commit holds: a `git rm --cached` leaves the files in the work tree
         present = present - index_deletions(cwd)
         since = since or catalog_knowledge(cwd)

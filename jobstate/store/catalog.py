@@ -20,7 +20,7 @@ from typing import NamedTuple
 from jobstate.core.layout import RETIRED, STATE
 from jobstate.errors import StateInvalid
 
-VERSION = "2"
+VERSION = "3"  # 3: paths of the state/<year>/<period>/<id> layout
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);

@@ -10,11 +10,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.core.layout import EPISODE_FILE, STATE
+from jobstate.core.layout import EPISODE_FILE, STATE, describes_episode, episode_of, episode_path
 from jobstate.git.objects import CatFile, MissingObject
 from jobstate.git.runner import READ_ONLY_ENV, run_git
 
-EPISODE_FILES = f":(glob){STATE}/*/{EPISODE_FILE}"  # the pathspec of every episode.yaml
+# the pathspecs of every episode.yaml: state/<year>/<period>/<id>/, and state/<id>/ of the flat layout
+EPISODE_FILES = (f":(glob){STATE}/*/*/*/{EPISODE_FILE}", f":(glob){STATE}/*/{EPISODE_FILE}")
 
 
 class Event(NamedTuple):
@@ -45,7 +46,7 @@ def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) 
         "-z",
         "--format=%x01%H",
         "--",
-        EPISODE_FILES,
+        *EPISODE_FILES,
         input=("\n".join(revs) + "\n").encode(),
         env=READ_ONLY_ENV,
     )
@@ -62,7 +63,9 @@ def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) 
         if item in (b"A", b"D") and i < len(fields):
             path = fields[i].decode("utf-8", "surrogateescape")
             i += 1
-            out.append(Event(commit, item.decode(), path.split("/")[1], path))
+            name = describes_episode(path)
+            if name is not None:
+                out.append(Event(commit, item.decode(), name, path))
     return out
 
 
@@ -87,7 +90,8 @@ def removing_commit(cwd: Path, tip: str, episode_id: str) -> str | None:
         "--format=%H",
         tip,
         "--",
-        f"{STATE}/{episode_id}/{EPISODE_FILE}",
+        episode_path(episode_id),
+        f"{STATE}/{episode_id}/{EPISODE_FILE}",  # the flat layout's place
         env=READ_ONLY_ENV,
         check=False,
     )
@@ -106,4 +110,20 @@ def files_at(cwd: Path, specs: list[str]) -> dict[str, bytes]:
                 out[spec] = cat.read(spec)[1]
             except MissingObject:
                 continue
+    return out
+
+
+def episode_names(cwd: Path, rev: str) -> set[str]:
+    """The names of the episode directories ``rev`` has (either layout), listed from its trees, no file
+    read. Read-only."""
+    proc = run_git(
+        cwd, "ls-tree", "-r", "-d", "-z", "--name-only", "--full-tree", rev, "--", STATE, env=READ_ONLY_ENV, check=False
+    )
+    if proc.returncode != 0:
+        return set()
+    out = set()
+    for raw in proc.stdout.split(b"\0"):
+        found = episode_of(raw.decode("utf-8", "surrogateescape")) if raw else None
+        if found is not None and found[1] == "":
+            out.add(found[0])
     return out

@@ -6,7 +6,7 @@ import contextlib
 from pathlib import Path
 
 from jobstate.atomic import is_temp_name
-from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE
+from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE, is_year_dir
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import NotInitialized, UsageError
 from jobstate.git.repo import find_root, init_repository
@@ -126,6 +126,8 @@ def _refuse_foreign_files(root: Path, folder: str) -> None:
 def _is_episode(folder: str, path: Path) -> bool:
     """An episode directory (or history file) by its name, versioned or legacy (jobstate migrate's)."""
     name = path.name
+    if is_year_dir(name) and path.is_dir() and not path.is_symlink():
+        return True  # state/<year>/, history/<year>/: the layout's own directories
     if folder == HISTORY:
         if not (name.endswith(".yaml") and path.is_file()):
             return False

@@ -4,7 +4,6 @@ the lifecycle model has checked first."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Mapping
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -28,19 +27,18 @@ from jobstate.core.layout import (
     COSTS,
     EPISODE_FILE,
     HISTORY,
-    STATE,
     SUBMISSIONS,
     episode_dir,
+    episode_of,
     episode_path,
     history_path,
     record_path,
     retired_path,
 )
 from jobstate.core.model import episode_change
-from jobstate.core.periods import parse_episode_id
 from jobstate.errors import ModelRefused, StateInvalid, UsageError
 from jobstate.store.snapshot import Snapshot, WorkTree
-from jobstate.store.store import Store
+from jobstate.store.store import Store, walk_state
 from jobstate.store.transaction import StateChange
 from jobstate.store.yamlio import dumps, load_file, loads
 
@@ -150,15 +148,8 @@ def approval(store: Store, episode_id: str) -> Decision | None:
 
 
 def _touched(files: Mapping[str, bytes | None]) -> set[str]:
-    # the episodes a change writes: state/<id>/... and history/<id>.yaml (a tombstone is no record)
-    out = set()
-    for rel in files:
-        parts = rel.split("/")
-        if parts[0] == STATE and len(parts) >= 3:
-            out.add(parts[1])
-        elif parts[0] == HISTORY and len(parts) == 2 and rel.endswith(".yaml"):
-            out.add(parts[1][:-5])
-    return out
+    # the episodes a change writes: their directories and history files (a tombstone is no record)
+    return {found[0] for found in map(episode_of, files) if found is not None}
 
 
 def check_change(store: Store, files: Mapping[str, bytes | None]) -> None:
@@ -208,16 +199,11 @@ def submissions_change(store: Store, episode_id: str, steps: Steps, message: str
 
 
 def _episodes_in(store: Store, period_ids: list[str]) -> list[str]:
-    wanted = set(period_ids)
     found = []
-    with os.scandir(store.path(STATE)) as entries:
-        for entry in entries:
-            try:
-                period, _sequence = parse_episode_id(entry.name)
-            except UsageError:
-                continue
-            if period.id in wanted and entry.is_dir(follow_symlinks=False):
-                found.append(entry.name)
+    for rel, entry in walk_state(store.root, period_ids):
+        described = episode_of(rel)
+        if described is not None and described[1] == "" and entry.is_dir(follow_symlinks=False):
+            found.append(described[0])
     return sorted(found)
 
 

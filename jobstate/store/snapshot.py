@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobstate.core.layout import HISTORY, STATE
+from jobstate.core.layout import HISTORY, STATE, canonical
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.blobs import BlobHasher
 from jobstate.git.head import tracked_in_work_tree
@@ -24,6 +24,8 @@ ROOTS = (STATE, HISTORY)
 # no record is read when its object header says it is larger (store.yamlio.MAX_STATE_BYTES, the strict
 # readers' limit): a pull request with a 256 MiB costs.yaml must not exhaust the runner reviewing it
 MAX_READ = 4 * 1024 * 1024
+# one episode's file at its place in the flat layout and at today's: one of the two is not what commands read
+TWICE = "is in the flat layout and its episode in today's layout too (state/<year>/<period>/<id>/); remove one"
 
 
 def _too_large(path: str, size: int) -> StateInvalid:
@@ -52,9 +54,27 @@ def _names(out: bytes) -> list[str]:
 
 
 class Snapshot:
-    """Base: a set of files under state/ and history/."""
+    """Base: a set of files under state/ and history/, listed by their paths in today's layout
+    (``layout.canonical``): a flat layout's ``state/<id>/`` reads as ``state/<year>/<period>/<id>/``, so
+    old revisions stay readable and a migration compares as no change."""
 
     label = ""
+
+    def __init__(self) -> None:
+        self.real: dict[str, str] = {}  # a listed path -> where the file is, when they differ
+        self.twice: list[str] = []  # real paths whose episode the other layout holds too (one was not read)
+
+    def _list(self, out: dict[str, FileEntry], path: str, entry: FileEntry) -> None:
+        listed = canonical(path)
+        if listed != path:
+            if listed in out:
+                self.twice.append(path)
+                return
+            self.real[listed] = path
+            entry = FileEntry(listed, entry.size, entry.symlink, entry.blob)
+        elif listed in self.real:
+            self.twice.append(self.real.pop(listed))
+        out[listed] = entry
 
     def tracked(self, path: str) -> list[str]:
         """Every path Git has at or under ``path`` in this snapshot, whatever its kind. Read-only."""
@@ -82,6 +102,7 @@ class WorkTree(Snapshot):
     """The files as they are in the work tree."""
 
     def __init__(self, root: Path) -> None:
+        super().__init__()
         self.root = root
         self.label = "work tree"
 
@@ -90,6 +111,7 @@ class WorkTree(Snapshot):
 
     def files(self) -> dict[str, FileEntry]:
         out: dict[str, FileEntry] = {}
+        self.real, self.twice = {}, []
         for top in ROOTS:
             base = self.root / top
             if not base.is_dir():
@@ -98,28 +120,30 @@ class WorkTree(Snapshot):
                 rel_dir = Path(dirpath).relative_to(self.root).as_posix()
                 for name in dirnames:
                     if os.path.islink(os.path.join(dirpath, name)):
-                        out[f"{rel_dir}/{name}"] = FileEntry(f"{rel_dir}/{name}", 0, symlink=True)
+                        self._list(out, f"{rel_dir}/{name}", FileEntry(f"{rel_dir}/{name}", 0, symlink=True))
                 for name in filenames:
                     full = os.path.join(dirpath, name)
                     st = os.lstat(full)
                     rel = f"{rel_dir}/{name}"
-                    out[rel] = FileEntry(rel, st.st_size, symlink=stat.S_ISLNK(st.st_mode))
+                    self._list(out, rel, FileEntry(rel, st.st_size, symlink=stat.S_ISLNK(st.st_mode)))
         return out
 
     def read(self, path: str) -> bytes:
-        return (self.root / path).read_bytes()
+        return (self.root / self.real.get(path, path)).read_bytes()
 
     def hash(
         self, entries: list[FileEntry], workers: int | None, progress: Progress | None
     ) -> dict[str, Digest | OSError]:
-        found = hash_files([self.root / e.path for e in entries], workers, progress)
-        return {e.path: found[self.root / e.path] for e in entries}
+        where = {e.path: self.root / self.real.get(e.path, e.path) for e in entries}
+        found = hash_files(list(where.values()), workers, progress)
+        return {path: found[file] for path, file in where.items()}
 
 
 class Revision(Snapshot):
     """The files of one commit, read from Git objects (works in bare repositories)."""
 
     def __init__(self, cwd: Path, rev: str) -> None:
+        super().__init__()
         self.cwd = cwd
         proc = git_read(cwd, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
         if proc.returncode != 0:
@@ -140,6 +164,7 @@ class Revision(Snapshot):
         proc = git_read(self.cwd, "ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, "--", *paths)
         out: dict[str, FileEntry] = {}
         self.submodules = []
+        self.real, self.twice = {}, []
         for item in proc.stdout.split(b"\0"):
             if not item:
                 continue
@@ -150,7 +175,7 @@ class Revision(Snapshot):
             if kind != b"blob":
                 continue
             path = raw_path.decode("utf-8", "surrogateescape")
-            out[path] = FileEntry(path, int(size), symlink=mode == b"120000", blob=sha.decode())
+            self._list(out, path, FileEntry(path, int(size), symlink=mode == b"120000", blob=sha.decode()))
         self.files_cache = out
         return out
 
@@ -176,7 +201,7 @@ class Revision(Snapshot):
         if self._reader is None:
             self._reader = CatFile(self.cwd)
         try:
-            return self._reader.read(f"{self.commit}:{path}", limit=MAX_READ)[1]
+            return self._reader.read(f"{self.commit}:{self.real.get(path, path)}", limit=MAX_READ)[1]
         except ObjectTooLarge as exc:
             raise _too_large(path, exc.size) from None
         except MissingObject:

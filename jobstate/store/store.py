@@ -8,9 +8,10 @@ decide and commit.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -18,7 +19,19 @@ from typing import NamedTuple
 from jobstate.core import advice
 from jobstate.core.clock import utc_now
 from jobstate.core.inputs import env_number
-from jobstate.core.layout import CONFIG_FILE, EPISODE_FILE, PRIVATE, STATE, episode_dir, episode_path
+from jobstate.core.layout import (
+    CONFIG_FILE,
+    EPISODE_FILE,
+    PRIVATE,
+    STATE,
+    episode_dir,
+    episode_of,
+    episode_path,
+    is_flat_name,
+    is_period_dir,
+    is_year_dir,
+    period_dir,
+)
 from jobstate.core.periods import Period, parse_episode_id, require_kind
 from jobstate.core.records import Episode, episode_from_yaml_dict
 from jobstate.errors import DirtyState, EpisodeUnknown, NotInitialized, StateInvalid, UsageError
@@ -85,13 +98,24 @@ class Store:
         """Absolute path of a repository-relative path."""
         return self.root / relative
 
-    def require_initialized(self) -> None:
-        """Refuse to work in a repository that ``jobstate init`` has not set up."""
-        if not (self.root / STATE).is_dir():
+    def require_initialized(self, *, flat_ok: bool = False) -> None:
+        """Refuse to work in a repository that ``jobstate init`` has not set up, or (unless ``flat_ok``:
+        jobstate migrate) whose state/ still has the flat layout (``state/<id>/``)."""
+        try:
+            entries = os.scandir(self.root / STATE)
+        except (FileNotFoundError, NotADirectoryError):
             elsewhere = self.state_elsewhere()
             if elsewhere is not None:  # a clone whose remote HEAD names another branch than the state's
-                raise NotInitialized(elsewhere)
-            raise NotInitialized(f"{self.root} has no state/ directory: run jobstate init there first")
+                raise NotInitialized(elsewhere) from None
+            raise NotInitialized(f"{self.root} has no state/ directory: run jobstate init there first") from None
+        with entries:  # a year per entry: a few names, read on every command
+            flat = None if flat_ok else next((e.name for e in entries if is_flat_name(e.name)), None)
+        if flat is not None:
+            raise StateInvalid(
+                f"{STATE}/{flat} is in the flat layout (state/<id>/); jobstate now keeps "
+                f"it in {episode_dir(flat)}/: move every episode there in one reviewable commit with: "
+                "jobstate migrate (jobstate migrate --dry-run shows the plan first)"
+            )
 
     def state_elsewhere(self) -> str | None:
         """When other branches, local or remote-tracking, hold a jobstate state: the advice that names
@@ -208,8 +232,13 @@ class Store:
         return os.environ.get("JOBSTATE_REMOTE") or self.config.remote
 
     def state_mtime(self, head: str | None) -> str:
-        """state/'s mtime, valid only for the commit it was seen with (a reset changes what is committed)."""
-        return f"{head or ''}:{(self.root / STATE).stat().st_mtime_ns}"
+        """The mtimes of state/ and of its year and period directories (an episode directory added or
+        removed anywhere changes one), valid only for the commit they were seen with (a reset changes
+        what is committed)."""
+        digest = hashlib.sha256(str((self.root / STATE).stat().st_mtime_ns).encode())
+        for directory in state_dirs(self.root):
+            digest.update(f"{directory.path}:{directory.stat(follow_symlinks=False).st_mtime_ns}".encode())
+        return f"{head or ''}:{digest.hexdigest()[:32]}"
 
     # ----------------------------------------------------------------- reading
     def episode(self, episode_id: str) -> Episode:
@@ -247,21 +276,21 @@ class Store:
 
         self.require_initialized()
         out = []
-        with os.scandir(self.root / STATE) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for entry in entries:
+        for rel, entry in walk_state(self.root, None if period_id is None else [period_id]):
             if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
                 continue
-            if period_id is not None and not entry.name.startswith(period_id + "-"):
+            found = episode_of(rel)
+            name = found[0] if found is not None and found[1] == "" else None
+            if period_id is not None and (name is None or not name.startswith(period_id + "-")):
                 continue
-            path = episode_path(entry.name)
-            if not (self.root / path).is_file():
-                tracked = self.git.run("ls-files", "-z", "--", f"{STATE}/{entry.name}").stdout
+            path = f"{rel}/{EPISODE_FILE}"
+            if name is None or not (self.root / path).is_file():
+                tracked = self.git.run("ls-files", "-z", "--", rel).stdout
                 raise (StateInvalid if tracked else DirtyState)(
-                    f"{STATE}/{entry.name} is not an episode (it has no {EPISODE_FILE}): state/ holds only "
-                    "episode directories; move it out of state/"
+                    f"{rel} is not an episode (it has no {EPISODE_FILE}): state/ holds only "
+                    "episode directories (state/<year>/<period>/<id>/); move it out of state/"
                 )
-            ep = episode_from_yaml_dict(load_file(self.root / path, path), path, entry.name)
+            ep = episode_from_yaml_dict(load_file(self.root / path, path), path, name)
             if period_id is None or ep.period_id == period_id:
                 out.append(ep)
         out.sort(key=lambda e: (e.period_id, e.sequence))
@@ -314,3 +343,43 @@ class StoreOptions(NamedTuple):
                 store.close()
                 raise
         return store
+
+
+def state_dirs(root: Path) -> Iterator[os.DirEntry[str]]:
+    """The year and period directories of state/ (``state/2026``, ``state/2026/2026-W32``)."""
+    for year in _entries(root / STATE):
+        if is_year_dir(year.name) and year.is_dir(follow_symlinks=False):
+            yield year
+            for period in _entries(Path(year.path)):
+                if is_period_dir(year.name, period.name) and period.is_dir(follow_symlinks=False):
+                    yield period
+
+
+def walk_state(root: Path, periods: Collection[str] | None = None) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    """Every entry of state/ as (repository path, entry), in name order, looking into year and period
+    directories rather than yielding them: an episode directory (``state/<year>/<period>/<id>``), or
+    anything else found on the way (a file or stray directory at any level, a legacy or flat name).
+    ``periods``: only those periods' directories."""
+    if periods is not None:
+        for period_id in sorted(periods):
+            where = period_dir(period_id)
+            yield from ((f"{where}/{e.name}", e) for e in _entries(root / where))
+        return
+    for top in _entries(root / STATE):
+        if not (is_year_dir(top.name) and top.is_dir(follow_symlinks=False)):
+            yield f"{STATE}/{top.name}", top
+            continue
+        for period in _entries(Path(top.path)):
+            rel = f"{STATE}/{top.name}/{period.name}"
+            if not (is_period_dir(top.name, period.name) and period.is_dir(follow_symlinks=False)):
+                yield rel, period
+                continue
+            yield from ((f"{rel}/{e.name}", e) for e in _entries(Path(period.path)))
+
+
+def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as it:
+            return sorted(it, key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -34,7 +34,7 @@ from typing import Generic, TypeVar
 from jobstate.atomic import atomic_dir, atomic_write, is_temp_name
 from jobstate.core import advice
 from jobstate.core.inputs import env_number
-from jobstate.core.layout import CONFIG_FILE, PRIVATE, STATE, describes_episode, episode_of
+from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE, describes_episode, episode_dir, episode_of
 from jobstate.core.model import tracked_private
 from jobstate.errors import (
     ConcurrentUpdate,
@@ -300,17 +300,29 @@ def _put_all(store: Store, files: Mapping[str, bytes | None]) -> None:
     between its mkdir and its first file would leave an empty state/<id>/ that no command can tell from a
     directory a user made."""
     new_dirs: dict[str, dict[str, bytes]] = {}
+    in_new: set[str] = set()
     for rel, data in files.items():
-        parts = rel.split("/")
-        fresh = len(parts) == 3 and parts[0] == STATE and not store.path(f"{STATE}/{parts[1]}").exists()
-        if data is not None and fresh:
-            new_dirs.setdefault(parts[1], {})[parts[2]] = data
-    for name, content in new_dirs.items():
-        atomic_dir(store.path(f"{STATE}/{name}"), content)
+        directory, leaf = _new_episode_file(store, rel)
+        if data is not None and directory is not None:
+            new_dirs.setdefault(directory, {})[leaf] = data
+            in_new.add(rel)
+    for directory, content in new_dirs.items():
+        atomic_dir(store.path(directory), content)
     for rel, data in files.items():
-        parts = rel.split("/")
-        if not (len(parts) == 3 and parts[0] == STATE and parts[1] in new_dirs):
+        if rel not in in_new:
             _put(store, rel, data)
+
+
+def _new_episode_file(store: Store, rel: str) -> tuple[str | None, str]:
+    """(its episode directory, its name there) when ``rel`` is a file directly in an episode directory
+    that does not exist yet; (None, "") otherwise."""
+    found = episode_of(rel)
+    if found is None or found[1] in ("", HISTORY) or "/" in found[1]:
+        return None, ""
+    directory = episode_dir(found[0])
+    if rel != f"{directory}/{found[1]}" or store.path(directory).exists():
+        return None, ""
+    return directory, found[1]
 
 
 def _put(store: Store, rel: str, data: bytes | None) -> None:

@@ -18,7 +18,8 @@ from jobstate.core.layout import (
     HISTORY,
     STATE,
     describes_episode,
-    episode_path,
+    episode_dir,
+    episode_of,
     is_retired_path,
 )
 from jobstate.core.periods import parse_episode_id
@@ -29,7 +30,7 @@ from jobstate.git.repoconfig import converted_by_git
 from jobstate.store.catalog import Catalog, Row
 from jobstate.store.config import config_from_text
 from jobstate.store.history import branch_tips, episode_events, files_at
-from jobstate.store.store import Store
+from jobstate.store.store import Store, walk_state
 from jobstate.store.yamlio import load_file, loads
 
 
@@ -153,20 +154,22 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
     known = cat.state_ids()
     present = set()
     found: list[Episode] = []
-    with os.scandir(store.root / STATE) as it:
-        entries = list(it)
-    for entry in entries:
+    for rel, entry in walk_state(store.root):
         if entry.name.startswith(TEMP_PREFIX) and entry.is_dir(follow_symlinks=False):
-            _remove_killed_build(store, entry.name)
+            _remove_killed_build(store, rel)
             continue
         if entry.name.startswith("."):
             continue
-        present.add(entry.name)
-        if entry.name in known:
-            continue
-        rel = f"{STATE}/{entry.name}"
-        if not entry.is_dir(follow_symlinks=False):
-            raise _stray(store, rel)(f"{rel}: state/ holds only episode directories; move this file away")
+        described = episode_of(rel)
+        name = described[0] if described is not None and described[1] == "" else None
+        if name is not None:
+            present.add(name)
+            if name in known:
+                continue
+        if name is None or not entry.is_dir(follow_symlinks=False):
+            raise _stray(store, rel)(
+                f"{rel}: state/ holds only episode directories (state/<year>/<period>/<id>/); move this away"
+            )
         files = os.listdir(entry.path)
         if EPISODE_FILE not in files:
             if files and all(f.startswith(TEMP_PREFIX) for f in files):
@@ -178,13 +181,13 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
                 f"{rel} {what} that jobstate did not write; state/ holds only episode directories: "
                 "move it away or restore its episode.yaml (nothing was changed)"
             )
-        path = episode_path(entry.name)
-        found.append(episode_from_yaml_dict(load_file(store.root / path, path), path, entry.name))
+        path = f"{rel}/{EPISODE_FILE}"
+        found.append(episode_from_yaml_dict(load_file(store.root / path, path), path, name))
     gone = sorted(known - present)
     if gone:
+        where = episode_dir(gone[0])
         raise UsageError(
-            f"{STATE}/{gone[0]} is committed but missing from the work tree; restore it with: "
-            f"{advice.restore(f'{STATE}/{gone[0]}', ' D')}"
+            f"{where} is committed but missing from the work tree; restore it with: {advice.restore(where, ' D')}"
         )
     if not found:
         cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
@@ -197,10 +200,9 @@ def _stray(store: Store, rel: str) -> type[JobstateError]:
     return StateInvalid if store.git.run("ls-files", "-z", "--", rel).stdout else DirtyState
 
 
-def _remove_killed_build(store: Store, name: str) -> None:
+def _remove_killed_build(store: Store, rel: str) -> None:
     """Remove a new episode directory a killed command was building (``atomic_dir``): untracked and
     unnamed, it never held an episode anyone was told about. A tracked one is Git's: left alone."""
-    rel = f"{STATE}/{name}"
     if store.git.run("ls-files", "-z", "--", rel).stdout:
         return
     shutil.rmtree(store.path(rel), ignore_errors=True)
