@@ -16,7 +16,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from repos import git, make_repo, new_repo
+from repos import git, make_repo, new_repo, week_of
+
+from jobstate.core.layout import period_dir
 
 # the audit hook: every process the jobstate process starts, written to a file at exit
 _HOOK = r"""
@@ -156,9 +158,13 @@ def _handmade(repo: Path) -> None:
     print(f"  index update (split index): cache tree kept {kept * 1e3:.1f} ms, dropped {dropped * 1e3:.1f} ms")
     gitrepo = GitRepo(repo)
     root = Tree(gitrepo.read_object(gitrepo.commit_tree_of(str(gitrepo.head_commit())))[1], gitrepo.format.width)
-    state = root.get(b"state")
-    assert state is not None
-    raw = gitrepo.read_object(state[1])[1]
+    # the largest tree a new allocation rewrites: its period's (state/ holds a year per entry)
+    here, raw = root, b""
+    for name in period_dir(week_of(999)).split("/"):
+        entry = here.get(name.encode())
+        assert entry is not None
+        raw = gitrepo.read_object(entry[1])[1]
+        here = Tree(raw, gitrepo.format.width)
     gitrepo.close()
     tree, change = Tree(raw, gitrepo.format.width), (TREE_MODE, "ab" * gitrepo.format.width)
     start = time.perf_counter()
@@ -176,6 +182,6 @@ def _handmade(repo: Path) -> None:
     b"".join(m + b" " + n + b"\0" + sha for m, n, sha in entries)
     whole = time.perf_counter() - start
     print(
-        f"  state/ tree of {len(tree.keys):,} entries, one added: spliced {splice * 1e3:.2f} ms, "
+        f"  {period_dir(week_of(999))}/ tree of {len(tree.keys):,} entries, one added: spliced {splice * 1e3:.2f} ms, "
         f"parsed and written whole {whole * 1e3:.2f} ms"
     )

@@ -56,11 +56,13 @@ def episode_id(n: int) -> str:
     return f"{week_of(n)}-{n % 50}"
 
 
-def episode_dir(repo: Path, n: int, key: str) -> Path:
-    """state/<id>/episode.yaml of the n-th episode."""
+def episode_dir(repo: Path, n: int, key: str, *, flat: bool = False) -> Path:
+    """state/<year>/<period>/<id>/episode.yaml of the n-th episode (``flat``: state/<id>/, the earlier layout)."""
+    from jobstate.core import layout
+
     period, seq = week_of(n), n % 50
-    d = repo / "state" / f"{period}-{seq}"
-    d.mkdir()
+    d = repo / (f"state/{period}-{seq}" if flat else layout.episode_dir(f"{period}-{seq}"))
+    d.mkdir(parents=True)
     (d / "episode.yaml").write_text(
         f"schema: 1\nepisode_id: {period}-{seq}\nperiod_id: {period}\nweek_id: {period}\nsequence: {seq}\n"
         f"allocation_key: {key}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"
@@ -68,12 +70,12 @@ def episode_dir(repo: Path, n: int, key: str) -> Path:
     return d
 
 
-def make_repo(parent: Path, episodes: int) -> Path:
+def make_repo(parent: Path, episodes: int, *, flat: bool = False) -> Path:
     """A state repo with ``episodes`` committed episodes spread over weeks (written directly)."""
-    repo = parent / f"repo-{episodes}"
+    repo = parent / f"repo-{episodes}{'-flat' if flat else ''}"
     new_repo(repo)
     for n in range(episodes):
-        episode_dir(repo, n, f"existing:{n}")
+        episode_dir(repo, n, f"existing:{n}", flat=flat)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", f"{episodes} episodes")
     git(repo, "repack", "-adq")  # as a repository that has lived is: packed (git gc --auto sees to it)

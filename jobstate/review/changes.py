@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jobstate.core.layout import CONFIG_FILE, episode_of
+from jobstate.core.layout import CONFIG_FILE, canonical, episode_of
 from jobstate.core.model import Violation
 from jobstate.core.rules_state import migrated_from, state_violations
 from jobstate.review.revision import read_state
@@ -30,12 +30,37 @@ def changed_paths(cwd: Path, base: str, rev: str | None) -> tuple[frozenset[str]
     they describe; None when git cannot say."""
     spec = (base,) if rev is None else (base, rev)
     proc = git_read(
-        cwd, "diff", "--no-renames", "--name-only", "-z", *spec, "--", "state", "history", CONFIG_FILE, check=False
+        cwd,
+        "diff",
+        "--no-renames",
+        "--raw",
+        "--no-abbrev",
+        "-z",
+        *spec,
+        "--",
+        "state",
+        "history",
+        CONFIG_FILE,
+        check=False,
     )
     if proc.returncode != 0:
         return None
-    paths = frozenset(p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p)
-    return paths, frozenset(name for name in map(_episode_of, paths) if name is not None)
+    fields = proc.stdout.split(b"\0")
+    gone: dict[str, str] = {}
+    added: dict[str, str] = {}
+    paths: set[str] = set()
+    for meta, raw in zip(fields[0::2], fields[1::2], strict=False):
+        _old_mode, _new_mode, old_sha, new_sha, status = meta.decode().lstrip(":").split()
+        path = canonical(raw.decode("utf-8", "surrogateescape"))  # paths as snapshots list them
+        if status == "D":
+            gone[path] = old_sha
+        elif status == "A":
+            added[path] = new_sha
+        else:
+            paths.add(path)
+    # a file moved from the flat layout to its place today, every byte kept, is no change (a migration)
+    paths |= set(gone.keys() ^ added.keys()) | {p for p in gone.keys() & added.keys() if gone[p] != added[p]}
+    return frozenset(paths), frozenset(name for name in map(_episode_of, paths) if name is not None)
 
 
 def change_violations(path: Path, base: str, rev: str) -> tuple[list[Violation], list[str], dict[str, str]]:

@@ -297,7 +297,7 @@ def _refuse_dirty(store: Store) -> None:
 
 
 def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
-    with locked(store):
+    with locked(store, flat_ok=True):
         sync_remote(store, drop_uncommitted=False)
         _refuse_dirty(store)
         moves = plan(store, migrated_at)

@@ -28,7 +28,7 @@ from jobstate.core.rules_state import Settings
 from jobstate.errors import StateInvalid
 from jobstate.store.config import config_from_text
 from jobstate.store.records import read_acknowledgements, read_episode
-from jobstate.store.snapshot import TWICE, Revision, locate
+from jobstate.store.snapshot import FLAT, TWICE, Revision, locate
 
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
 
@@ -115,6 +115,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
             files = snap.files(wanted_paths) if wanted_paths else {}
         view.unreadable += [f"{p}: is a submodule (gitlink); state holds regular files only" for p in snap.submodules]
         view.unreadable += [f"{p}: {TWICE}" for p in snap.twice]
+        view.unreadable += [f"{STATE}: {FLAT}"] if snap.flat_episodes() else []
         by_name: dict[str, list[str]] = {}  # episode -> the record files it has here
         for p, entry in sorted(files.items()):
             described = episode_of(p)

@@ -68,7 +68,7 @@ from jobstate.review.vanished import (
 from jobstate.review.verify_lfs import check_pointers
 from jobstate.store.config import Config, config_from_text
 from jobstate.store.history import episode_names
-from jobstate.store.snapshot import ROOTS, TWICE, Revision, Snapshot, WorkTree, is_bare, locate
+from jobstate.store.snapshot import FLAT, ROOTS, TWICE, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.store.yamlio import loads
 
 R = TypeVar("R")
@@ -182,6 +182,9 @@ def collect(
         snap.prefetch([p for p in files if p.endswith(".yaml")])
         problems += [Problem(p, "is a submodule (gitlink); state holds regular files only") for p in snap.submodules]
     problems += [Problem(p, TWICE) for p in snap.twice]
+    flat = snap.flat_episodes()
+    if flat:
+        problems.append(Problem(STATE, f"{FLAT} ({len(flat)}, {flat[0]} first)", "warning"))
     if isinstance(snap, WorkTree) and not (snap.root / "state").is_dir():
         raise NotInitialized(f"{snap.root} has no state/ directory: nothing to verify (run jobstate init)")
     config = _check_config(snap, problems)

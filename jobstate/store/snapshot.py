@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobstate.core.layout import HISTORY, STATE, canonical
+from jobstate.core.layout import HISTORY, STATE, canonical, episode_of
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.blobs import BlobHasher
 from jobstate.git.head import tracked_in_work_tree
@@ -26,6 +26,13 @@ ROOTS = (STATE, HISTORY)
 MAX_READ = 4 * 1024 * 1024
 # one episode's file at its place in the flat layout and at today's: one of the two is not what commands read
 TWICE = "is in the flat layout and its episode in today's layout too (state/<year>/<period>/<id>/); remove one"
+
+
+# a revision from before the state/<year>/<period>/<id>/ layout: readable, and what jobstate migrate moves
+FLAT = (
+    "holds episodes in the flat layout (state/<id>/), which commands refuse: jobstate migrate moves them to "
+    "state/<year>/<period>/<id>/ in one commit"
+)
 
 
 def _too_large(path: str, size: int) -> StateInvalid:
@@ -63,6 +70,11 @@ class Snapshot:
     def __init__(self) -> None:
         self.real: dict[str, str] = {}  # a listed path -> where the file is, when they differ
         self.twice: list[str] = []  # real paths whose episode the other layout holds too (one was not read)
+
+    def flat_episodes(self) -> list[str]:
+        """The episodes listed from places of the flat layout (after ``files``)."""
+        found = (episode_of(path) for path in self.real)
+        return sorted({f[0] for f in found if f is not None})
 
     def _list(self, out: dict[str, FileEntry], path: str, entry: FileEntry) -> None:
         listed = canonical(path)

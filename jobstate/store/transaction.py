@@ -80,9 +80,10 @@ class Pending:
 
 
 @contextmanager
-def locked(store: Store) -> Iterator[None]:
-    """Hold the lock, after finishing whatever an interrupted change left undone."""
-    store.require_initialized()
+def locked(store: Store, *, flat_ok: bool = False) -> Iterator[None]:
+    """Hold the lock, after finishing whatever an interrupted change left undone (``flat_ok``: in a
+    state of the flat layout too, for the migration that moves it)."""
+    store.require_initialized(flat_ok=flat_ok)
     refuse_tracked(store)  # before the lock file is opened or any private record read
     store.ensure_private()
     with FileLock(store.lock_path, store.lock_timeout):
