@@ -160,8 +160,8 @@ def _handmade(repo: Path) -> None:
     root = Tree(gitrepo.read_object(gitrepo.commit_tree_of(str(gitrepo.head_commit())))[1], gitrepo.format.width)
     # the largest tree a new allocation rewrites: its period's (state/ holds a year per entry)
     here, raw = root, b""
-    for name in period_dir(week_of(999)).split("/"):
-        entry = here.get(name.encode())
+    for part in period_dir(week_of(999)).split("/"):
+        entry = here.get(part.encode())
         assert entry is not None
         raw = gitrepo.read_object(entry[1])[1]
         here = Tree(raw, gitrepo.format.width)
