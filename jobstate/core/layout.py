@@ -121,7 +121,12 @@ def _flat(path: str) -> tuple[str, str] | None:
         return parts[1], "/".join(parts[2:])
     if parts[0] == HISTORY and len(parts) == 2 and parts[1].endswith(".yaml") and _ID.fullmatch(parts[1][:-5]):
         return parts[1][:-5], HISTORY
-    if len(parts) == 3 and f"{parts[0]}/{parts[1]}" == RETIRED and _ID.fullmatch(parts[2].removesuffix(".yaml")):
+    if (
+        len(parts) == 3
+        and f"{parts[0]}/{parts[1]}" == RETIRED
+        and parts[2].endswith(".yaml")
+        and _ID.fullmatch(parts[2][:-5])
+    ):
         return parts[2][:-5], RETIRED
     return None
 

@@ -185,7 +185,7 @@ class Catalog:
         )
 
     def state_ids(self) -> set[str]:
-        """Episode IDs that have a committed ``state/<id>/episode.yaml``."""
+        """Episode IDs that have a committed episode.yaml under state/."""
         cur = self.conn.execute("SELECT episode_id FROM rows WHERE path LIKE ?", (f"{STATE}/%",))
         return {r[0] for r in cur.fetchall()}
 
