@@ -347,12 +347,7 @@ class StoreOptions(NamedTuple):
 
 def state_dirs(root: Path) -> Iterator[os.DirEntry[str]]:
     """The year and period directories of state/ (``state/2026``, ``state/2026/2026-W32``)."""
-    for year in _entries(root / STATE):
-        if is_year_dir(year.name) and year.is_dir(follow_symlinks=False):
-            yield year
-            for period in _entries(Path(year.path)):
-                if is_period_dir(year.name, period.name) and period.is_dir(follow_symlinks=False):
-                    yield period
+    return (entry for _rel, entry, layout_dir in _walk(root, into_periods=False) if layout_dir)
 
 
 def walk_state(root: Path, periods: Collection[str] | None = None) -> Iterator[tuple[str, os.DirEntry[str]]]:
@@ -365,16 +360,23 @@ def walk_state(root: Path, periods: Collection[str] | None = None) -> Iterator[t
             where = period_dir(period_id)
             yield from ((f"{where}/{e.name}", e) for e in _entries(root / where))
         return
+    yield from ((rel, entry) for rel, entry, layout_dir in _walk(root, into_periods=True) if not layout_dir)
+
+
+def _walk(root: Path, *, into_periods: bool) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
+    """(path, entry, whether it is a year or period directory) for state/ down to its periods' entries
+    (``into_periods``) or to the period directories themselves."""
     for top in _entries(root / STATE):
-        if not (is_year_dir(top.name) and top.is_dir(follow_symlinks=False)):
-            yield f"{STATE}/{top.name}", top
+        year = is_year_dir(top.name) and top.is_dir(follow_symlinks=False)
+        yield f"{STATE}/{top.name}", top, year
+        if not year:
             continue
         for period in _entries(Path(top.path)):
             rel = f"{STATE}/{top.name}/{period.name}"
-            if not (is_period_dir(top.name, period.name) and period.is_dir(follow_symlinks=False)):
-                yield rel, period
-                continue
-            yield from ((f"{rel}/{e.name}", e) for e in _entries(Path(period.path)))
+            inside = is_period_dir(top.name, period.name) and period.is_dir(follow_symlinks=False)
+            yield rel, period, inside
+            if inside and into_periods:
+                yield from ((f"{rel}/{e.name}", e, False) for e in _entries(Path(period.path)))
 
 
 def _entries(directory: Path) -> list[os.DirEntry[str]]:
