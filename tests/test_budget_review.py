@@ -170,14 +170,21 @@ def test_bad_acknowledgements_are_refused_and_write_nothing(repo: Path, argv: tu
     assert tree_state(repo, skip=".jobstate") == before
 
 
-def test_an_uncommitted_acknowledgement_file_is_refused_never_committed(repo: Path) -> None:
+def _overrun_with_ack_file(repo: Path, entry: str) -> Path:
+    """A week over its cap and an acknowledgements file written by hand with ``entry`` (not committed)."""
     _spend(repo, "2026-W30", "a", "62.00")
     _add_budget(repo, CAP)
     path = repo / ACK
     path.parent.mkdir(parents=True)
-    path.write_text(
-        "schema: 1\nentries:\n- {period: 2026-W31, currency: USD, total: '999.00', cap: '30.00', by: m, "
-        "at: '2026-01-01T00:00:00Z', reason: hand-written}\n"
+    path.write_text(f"schema: 1\nentries:\n- {entry}\n")
+    return path
+
+
+def test_an_uncommitted_acknowledgement_file_is_refused_never_committed(repo: Path) -> None:
+    path = _overrun_with_ack_file(
+        repo,
+        "{period: 2026-W31, currency: USD, total: '999.00', cap: '30.00', by: m, "
+        "at: '2026-01-01T00:00:00Z', reason: hand-written}",
     )
     head = git(repo, "rev-parse", "HEAD")
     proc = run_cli("budget", "acknowledge", "--period", "2026-W30", "--by", "a", "--reason", "r", cwd=repo)
@@ -195,13 +202,8 @@ def test_without_a_budget_there_is_nothing_to_acknowledge(repo: Path) -> None:
 
 
 def test_a_hostile_acknowledgement_file_is_flagged_and_output_stays_inert(repo: Path) -> None:
-    _spend(repo, "2026-W30", "a", "62.00")
-    _add_budget(repo, CAP)
-    path = repo / ACK
-    path.parent.mkdir(parents=True)
-    path.write_text(
-        "schema: 1\nentries:\n- {period: 2026-W30, currency: USD, total: '62.00', cap: '30.00', "
-        'by: "evil\\e[31m", at: x, reason: r}\n'
+    _overrun_with_ack_file(
+        repo, "{period: 2026-W30, currency: USD, total: '62.00', cap: '30.00', by: \"evil\\e[31m\", at: x, reason: r}"
     )
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "a hand-written acknowledgement")
