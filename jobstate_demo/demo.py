@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from jobstate.core.costs import totals
+from jobstate.core.layout import episode_dir
 from jobstate.store.records import cost_entries
 from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator, arm_fault_remote, ledger
@@ -138,9 +139,9 @@ def pipeline_demo(repo: Path) -> None:
 
         _section(f"episode {episode}")
         for name in ("episode.yaml", "submissions.yaml", "artifacts.yaml", "approval.yaml"):
-            print(f"--- state/{episode}/{name}")
-            print((repo / "state" / episode / name).read_text().rstrip())
-        _section(f"cost ledger (state/{episode}/costs.yaml) beside the simulator's own charges")
+            print(f"--- {episode_dir(episode)}/{name}")
+            print((repo / episode_dir(episode) / name).read_text().rstrip())
+        _section(f"cost ledger ({episode_dir(episode)}/costs.yaml) beside the simulator's own charges")
 
         with Store(repo) as store:
             ours = cost_entries(store, episode)
