@@ -92,7 +92,8 @@ class IndexLock:
         # a split index rewrites only the changed entries, not the shared 10,000: the per-commit
         # cost stays flat as episodes accumulate (core.splitIndex=false set by the user still wins
         # at their next git command); the cache tree is dropped for the same reason (see cache_tree)
-        self.git.run("update-index", "--add", "--remove", "--", *paths, env=env)
+        listed = b"".join(path.encode("utf-8", "surrogateescape") + b"\0" for path in paths)
+        self.git.run("update-index", "--add", "--remove", "-z", "--stdin", input=listed, env=env)
         drop_cache_tree(tmp, self.git.format.name)
         os.replace(tmp, index)
 

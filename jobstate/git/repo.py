@@ -472,9 +472,11 @@ class GitRepo:
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:
         """(mode, sha, path) of every blob under ``paths`` at ``rev``. Read-only."""
-        proc = self.run("ls-tree", "-r", "-z", "--full-tree", rev, "--", *paths)
+        listing = b"".join(
+            self.run("ls-tree", "-r", "-z", "--full-tree", rev, "--", *part).stdout for part in _argv_parts(paths)
+        )
         out = []
-        for item in proc.stdout.split(b"\0"):
+        for item in listing.split(b"\0"):
             if not item:
                 continue
             meta, _, path = item.partition(b"\t")
@@ -496,19 +498,22 @@ class GitRepo:
     def status(self, *paths: str, ignored: bool = False) -> list[tuple[str, str]]:
         """(XY code, path) of changed and untracked files (and with ``ignored``, git-ignored ones as
         ``!!``); takes no lock (GIT_OPTIONAL_LOCKS=0)."""
-        proc = self.run(
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            *(["--ignored=traditional"] if ignored else []),
-            "--no-renames",
-            "--",
-            *paths,
-            env=READ_ONLY_ENV,
+        listing = b"".join(
+            self.run(
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                *(["--ignored=traditional"] if ignored else []),
+                "--no-renames",
+                "--",
+                *part,
+                env=READ_ONLY_ENV,
+            ).stdout
+            for part in _argv_parts(paths)
         )
         out = []
-        for item in proc.stdout.split(b"\0"):
+        for item in listing.split(b"\0"):
             if item:
                 out.append((item[:2].decode(), item[3:].decode("utf-8", "surrogateescape")))
         return out
@@ -520,3 +525,9 @@ def init_repository(path: Path) -> None:
 
     repo = git.Repo.init(path)
     repo.close()
+
+
+def _argv_parts(paths: tuple[str, ...], size: int = 1000) -> list[tuple[str, ...]]:
+    """Pathspecs in parts a command line can hold (a migration names every episode: 100,000 paths are
+    past the system's limit); no paths stays one part, meaning everything."""
+    return [paths[i : i + size] for i in range(0, len(paths), size)] or [()]
