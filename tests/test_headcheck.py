@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,34 @@ def test_replacing_an_entry_in_place_equals_removing_and_adding_it(fmt: ObjectFo
     rebuilt = tree.edited(b"b", None).edited(b"b", (BLOB_MODE, blob_sha(b"new", fmt)))
     assert swapped.raw == rebuilt.raw
     assert swapped.get(b"b") == (BLOB_MODE, blob_sha(b"new", fmt))
+
+
+def test_many_edits_rebuild_the_tree_exactly_as_git_mktree_writes_it(tmp_path: Path) -> None:
+    """Past a few edits a tree is rebuilt whole (a migration moves every entry of state/); the bytes
+    must be the tree git itself writes: names sorted as git sorts them, a directory as name + '/'."""
+    git(tmp_path, "init", "-q")
+    final: dict[str, tuple[bytes, str]] = {f"e{i:02d}": (BLOB_MODE, blob_sha(b"%d" % i, SHA1)) for i in range(40)}
+    base = Tree(b"", SHA1.width)
+    for name, change in final.items():
+        base = base.edited(name.encode(), change)
+    edits: dict[str, tuple[bytes, str] | None] = {f"e{i:02d}": None for i in range(0, 40, 3)}
+    empty_tree = _git_in(tmp_path, "mktree", "")
+    edits |= {"e05": (BLOB_MODE, blob_sha(b"changed", SHA1)), "e0": (b"40000", empty_tree)}
+    edits |= {"e0-x": (BLOB_MODE, blob_sha(b"x", SHA1)), "e0.y": (BLOB_MODE, blob_sha(b"y", SHA1))}
+    edits |= {f"new{i}": (BLOB_MODE, blob_sha(b"n%d" % i, SHA1)) for i in range(20)}
+    for name, edit in edits.items():
+        if edit is None:
+            del final[name]
+        else:
+            final[name] = edit
+    rebuilt = base.with_edits({name.encode(): change for name, change in edits.items()})
+    listing = "".join(
+        f"{'040000 tree' if mode == b'40000' else '100644 blob'} {sha}\t{name}\n" for name, (mode, sha) in final.items()
+    )
+    assert SHA1.object_id(b"tree", rebuilt.raw) == _git_in(tmp_path, "mktree --missing", listing)
+
+
+def _git_in(repo: Path, command: str, stdin: str) -> str:
+    return subprocess.run(
+        ["git", *command.split()], cwd=repo, input=stdin, check=True, capture_output=True, text=True
+    ).stdout.strip()

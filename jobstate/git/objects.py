@@ -6,7 +6,7 @@ import bisect
 import contextlib
 import hashlib
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,6 +16,7 @@ TREE_MODE = b"40000"
 BLOB_MODE = b"100644"
 
 TreeEdit = tuple[bytes, str] | None  # (mode, hex sha) to set, None to delete
+_SPLICES = 16  # edits of one tree applied by splicing; more rebuild it once
 
 
 class ObjectFormat(NamedTuple):
@@ -92,6 +93,27 @@ class Tree:
         sp = self.raw.index(b" ", start)
         nul = self.raw.index(b"\0", sp)
         return self.raw[start:sp], self.raw[nul + 1 : nul + 1 + self.width].hex()
+
+    def with_edits(self, edits: Mapping[bytes, TreeEdit]) -> Tree:
+        """A new Tree with every edit applied: a splice each when they are few, one rebuild when they are
+        many (a migration moves every entry of a flat state/: splicing each would cost the square)."""
+        if len(edits) <= _SPLICES:
+            tree = self
+            for name, change in edits.items():
+                tree = tree.edited(name, change)
+            return tree
+        entries: dict[bytes, tuple[bytes, bytes]] = {}
+        for start, name in _scan(self.raw, self.width):
+            sp = self.raw.index(b" ", start)
+            at = self.raw.index(b"\0", sp) + 1
+            entries[name] = (self.raw[start:sp], self.raw[at : at + self.width])
+        for name, change in edits.items():
+            if change is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = (change[0], bytes.fromhex(change[1]))
+        order = sorted(entries, key=lambda name: _sort_key(entries[name][0], name))
+        return Tree(b"".join(entries[n][0] + b" " + n + b"\0" + entries[n][1] for n in order), self.width)
 
     def edited(self, name: bytes, change: TreeEdit) -> Tree:
         """A new Tree with ``name`` set to ``change`` (or removed for None)."""
