@@ -332,8 +332,7 @@ class GitRepo:
             old_tree = old[1] if old is not None and old[0] == TREE_MODE else None
             new_tree = self.edit_tree(old_tree, sub)
             here[name] = None if new_tree is None else (TREE_MODE, new_tree)
-        for name, change in here.items():
-            current = current.edited(name, change)
+        current = current.with_edits(here)
         if not current.keys:
             return None
         sha = self.write_object(b"tree", current.raw)
@@ -368,11 +367,15 @@ class GitRepo:
         files: Mapping[str, bytes | None],
         message: str,
         blobs: Mapping[str, tuple[bytes, str]] | None = None,
+        trees: Mapping[str, TreeEdit] | None = None,
     ) -> str:
         """Write the commit that puts ``files`` (path -> content, None to delete) on ``parent``.
 
         ``blobs`` adds paths that reuse existing blobs (path -> (mode, sha)), as a
-        move does. Nothing points at the commit yet: ``update_ref`` makes it visible.
+        move does. ``trees`` sets whole directories (path -> (tree mode, sha), None to
+        delete) in place of the file-level changes under them: a directory moved whole
+        is one entry moved, not every tree under it read and rewritten. Nothing points
+        at the commit yet: ``update_ref`` makes it visible.
         """
         filtered = filtered_blobs(self.root, files)  # artifacts kept in Git LFS: what git add would commit
         changes: dict[str, TreeEdit] = {
@@ -380,9 +383,22 @@ class GitRepo:
             for path, data in files.items()
         }
         changes.update(blobs or {})
+        if trees:
+            changes = {path: change for path, change in changes.items() if not _under(path, trees)}
+            changes.update(trees)
         base = self.commit_tree_of(parent) if parent else None
         tree = self.edit_tree(base, changes) or self.write_object(b"tree", b"")
         return self.make_commit(tree, parent, message)
+
+    def entry(self, tree: str, path: str) -> tuple[bytes, str] | None:
+        """(mode, sha) of ``path`` in the tree ``tree``, or None; large trees on the way are kept once
+        read (a migration asks for every episode of one state/ tree). Read-only."""
+        found: tuple[bytes, str] | None = (TREE_MODE, tree)
+        for name in path.split("/"):
+            if found is None or found[0] != TREE_MODE:
+                return None
+            found = self._tree(found[1]).get(name.encode("utf-8", "surrogateescape"))
+        return found
 
     def is_ancestor(self, commit: str, of: str) -> bool:
         """Whether ``commit`` is ``of`` or one of its ancestors. Read-only."""
@@ -525,6 +541,12 @@ def init_repository(path: Path) -> None:
 
     repo = git.Repo.init(path)
     repo.close()
+
+
+def _under(path: str, directories: Mapping[str, object]) -> bool:
+    """Whether ``path`` is one of ``directories`` or inside one."""
+    parts = path.split("/")
+    return any("/".join(parts[:i]) in directories for i in range(1, len(parts) + 1))
 
 
 def _argv_parts(paths: tuple[str, ...], size: int = 1000) -> list[tuple[str, ...]]:

@@ -37,6 +37,7 @@ from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period, parse_time
 from jobstate.core.records import episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.errors import AllocationConflict, ConcurrentUpdate, StateInvalid, UsageError, VerifyFailed
+from jobstate.git.objects import TREE_MODE, TreeEdit
 from jobstate.hashing import sha256_file
 from jobstate.review.verify import verify
 from jobstate.store.store import Store
@@ -321,6 +322,15 @@ def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
             for rel, data in move.writes.items():
                 blobs.pop(rel, None)
                 files[rel] = data
+        # an episode directory moved as it is: its tree moves, no tree under it is read or written again
+        trees: dict[str, TreeEdit] = {}
+        state_tree = store.git.entry(store.git.commit_tree_of(base), STATE) or (TREE_MODE, "")
+        for move in [m for m in moves if not m.writes]:
+            for old, new in move.renames:
+                name = old.removeprefix(f"{STATE}/")
+                found = store.git.entry(state_tree[1], name) if state_tree[1] and name != old else None
+                if found is not None and found[0] == TREE_MODE:
+                    trees[old], trees[new] = None, found
         lines = [line for move in moves if move.week for line in move.describe()]
         flat = [line for move in moves if not move.week for line in move.describe()]
         if len(flat) > 20:  # a reviewer reads the rule and a few examples; the diff has every rename
@@ -344,7 +354,7 @@ def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
                     "migrate these episodes by hand, or report the file to jobstate's maintainers"
                 )
 
-        landed = commit(store, None, files, message, blobs=blobs, renames=renames, prove=prove)
+        landed = commit(store, None, files, message, blobs=blobs, renames=renames, trees=trees, prove=prove)
         if landed is None:
             raise ConcurrentUpdate("the branch moved during the migration; nothing was migrated: run it again")
     return moves, landed

@@ -46,6 +46,7 @@ from jobstate.errors import (
 )
 from jobstate.git.head import blob_at, carry_tracked, index_key
 from jobstate.git.index import IndexLock
+from jobstate.git.objects import TreeEdit
 from jobstate.git.repoconfig import converted_by_git
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
@@ -352,6 +353,7 @@ def commit(
     *,
     blobs: Mapping[str, tuple[bytes, str]] | None = None,
     renames: list[tuple[str, str]] | None = None,
+    trees: Mapping[str, TreeEdit] | None = None,
     prove: Callable[[str], None] | None = None,
 ) -> str | None:
     """Commit ``files`` on HEAD's branch (and push it first when a remote is set).
@@ -361,7 +363,8 @@ def commit(
 
     Normally the work tree already holds ``files``. With ``renames`` (a
     migration) the commit is built from objects first (``blobs`` reuses
-    existing blobs, path -> (mode, sha)) and the work tree changes only after
+    existing blobs, path -> (mode, sha); ``trees`` moves whole directories,
+    see GitRepo.build_commit) and the work tree changes only after
     the branch moved. Returns None when the branch (or the remote) moved:
     the caller decides again. Call under the lock; ``cat`` None leaves the
     catalog to its next refresh.
@@ -369,7 +372,7 @@ def commit(
     git = store.git
     ref = git.head_ref()
     parent = (cat.meta("head") or None) if cat is not None else git.head_commit()
-    new = git.build_commit(parent, files, message, blobs or {})
+    new = git.build_commit(parent, files, message, blobs or {}, trees)
     if prove is not None:
         prove(new)
     pending = Pending(
