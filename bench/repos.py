@@ -1,4 +1,4 @@
-"""Bench helpers: state repositories of any size, built fast (files written directly, one commit)."""
+"""Bench helpers: state repositories of any size, built fast (one fast-import commit)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,10 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from tests.bigrepo import add_episodes, episode_id, episode_place, episode_yaml, week_of
+
+__all__ = ["episode_id", "week_of"]
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "bench",
@@ -46,38 +50,19 @@ def new_repo(repo: Path, *, gc: bool = False) -> None:
         git(repo, "config", "gc.auto", "0")
 
 
-def week_of(n: int) -> str:
-    week = n // 50
-    return f"{2000 + week // 52}-W{week % 52 + 1:02d}"
-
-
-def episode_id(n: int) -> str:
-    """The n-th bench episode: 50 a week, from 2000-W01 on."""
-    return f"{week_of(n)}-{n % 50}"
-
-
-def episode_dir(repo: Path, n: int, key: str, *, flat: bool = False) -> Path:
-    """state/<year>/<period>/<id>/episode.yaml of the n-th episode (``flat``: state/<id>/, the earlier layout)."""
-    from jobstate.core import layout
-
-    period, seq = week_of(n), n % 50
-    d = repo / (f"state/{period}-{seq}" if flat else layout.episode_dir(f"{period}-{seq}"))
+def episode_dir(repo: Path, n: int, key: str) -> Path:
+    """state/<year>/<period>/<id>/ of the n-th episode, with its episode.yaml written (not committed)."""
+    d = repo / episode_place(n, flat=False)
     d.mkdir(parents=True)
-    (d / "episode.yaml").write_text(
-        f"schema: 1\nepisode_id: {period}-{seq}\nperiod_id: {period}\nweek_id: {period}\nsequence: {seq}\n"
-        f"allocation_key: {key}\nallocated_at: '2026-01-01T00:00:00Z'\nstatus: allocated\n"
-    )
+    (d / "episode.yaml").write_bytes(episode_yaml(n, key))
     return d
 
 
 def make_repo(parent: Path, episodes: int, *, flat: bool = False) -> Path:
-    """A state repo with ``episodes`` committed episodes spread over weeks (written directly)."""
+    """A state repo with ``episodes`` committed episodes spread over weeks (one fast-import commit)."""
     repo = parent / f"repo-{episodes}{'-flat' if flat else ''}"
     new_repo(repo)
-    for n in range(episodes):
-        episode_dir(repo, n, f"existing:{n}", flat=flat)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", f"{episodes} episodes")
+    add_episodes(repo, episodes, flat=flat)
     git(repo, "repack", "-adq")  # as a repository that has lived is: packed (git gc --auto sees to it)
     return repo
 

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,7 +26,8 @@ from jobstate.core.layout import (
 )
 from jobstate.core.periods import format_episode_id, parse_period
 
-from .conftest import git, run_cli, status
+from .bigrepo import add_episodes, episode_id, episode_place
+from .conftest import git, git_init, run_cli, status
 
 
 def _flat_place(path: str) -> str | None:
@@ -173,3 +175,46 @@ def test_every_place_reads_back_as_its_episode_in_either_layout(period_id: str, 
         assert canonical(today) == today
     # a place whose parts disagree is no episode's
     assert episode_of(f"state/{'2001' if year != '2001' else '2002'}/{period}/{eid}/{leaf}") is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_flat_state_of_100000_episodes_migrates_in_one_commit_that_keeps_every_byte(tmp_path: Path) -> None:
+    """At scale every path is on one command line no more (the system's limit is far below 100,000
+    paths), the flat state/ tree of 100,000 entries is rewritten once, not once per episode."""
+    count = 100_000
+    repo = tmp_path / "repo"
+    git_init(repo)
+    init = run_cli("init", cwd=repo)
+    assert init.returncode == 0, init.stderr
+    add_episodes(repo, count, flat=True)
+    flat_state = git(repo, "rev-parse", "HEAD:state").strip()
+
+    refused = run_cli("allocate", "--key", "existing:7", "--week", "2000-W01", cwd=repo)
+    assert refused.returncode == errors.StateInvalid.exit_code
+    assert "jobstate migrate" in refused.stderr
+
+    moved = run_cli("migrate", cwd=repo)
+    assert moved.returncode == 0, moved.stderr
+    assert git(repo, "rev-list", "--count", "HEAD~1..HEAD").strip() == "1"
+    assert git(repo, "status", "--porcelain").strip() == ""
+    renames = git(repo, "diff", "-M", "--name-status", "HEAD~1", "HEAD").splitlines()
+    assert len(renames) == count
+    assert all(line.startswith("R100\t") for line in renames)
+    # the same episodes written in the new layout from the start: the very trees migrate wrote
+    fresh = tmp_path / "fresh"
+    git_init(fresh)
+    assert run_cli("init", cwd=fresh).returncode == 0
+    add_episodes(fresh, count, checkout=False)
+    assert git(repo, "rev-parse", "HEAD:state").strip() == git(fresh, "rev-parse", "HEAD:state").strip()
+    assert git(repo, "rev-parse", "HEAD~1:state").strip() == flat_state
+    largest = max(
+        len(git(repo, "ls-tree", f"HEAD:{layout_dir}").splitlines()) for layout_dir in ("state", "state/2000")
+    )
+    assert largest <= 1000
+    assert (repo / episode_place(count - 1, flat=False) / "episode.yaml").is_file()
+
+    proof = run_cli("verify", "--rev", "HEAD", "--strict", "--against", "HEAD~1", cwd=repo)
+    assert proof.returncode == 0, proof.stdout + proof.stderr
+    retry = run_cli("allocate", "--key", f"existing:{count - 1}", "--week", episode_id(count - 1)[:8], cwd=repo)
+    assert (retry.returncode, retry.stdout.strip()) == (0, episode_id(count - 1))
