@@ -4,8 +4,8 @@ Every figure stands beside a baseline measured in the same run (interleaved
 rounds, the best round kept: the machine is shared); nothing here asserts a
 time. ``make bench`` takes under 3 minutes; ``make bench FULL=1`` adds the
 10,000-episode, multi-gigabyte verify, 10,000 allocations from scratch and a
-scaling table up to 100,000 episodes. Sections: allocate, remote, size (and,
-with --full, verify, scaling); pass names to run a subset.
+scaling table up to 100,000 episodes and the layout figures at 1,000,000 episodes.
+Sections: see SECTIONS (with --full also verify, scaling); pass names to run a subset.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from before_after import bench_before_after  # noqa: E402
+from layout import bench_layout  # noqa: E402
 from memory import bench_memory  # noqa: E402
 from probe import bench_probe  # noqa: E402
 from processes import bench_processes  # noqa: E402
@@ -396,6 +397,7 @@ SECTIONS: dict[str, Callable[[], None]] = {
     "review": bench_review_cost,
     "remote": bench_remote,
     "size": bench_size,
+    "layout": lambda: bench_layout(target, MODE["full"]),
     "probe": bench_probe_cost,
     "verify": bench_verify,
     "scaling": bench_scaling,
