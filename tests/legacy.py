@@ -1,10 +1,15 @@
-"""Generates the legacy layout (week-only IDs) that pipelines wrote before jobstate."""
+"""Generates the legacy layout (week-only IDs) that pipelines wrote before jobstate, and the flat
+state/<id>/ layout of an older jobstate."""
 
 from __future__ import annotations
 
 import hashlib
 import subprocess
 from pathlib import Path
+
+from jobstate.core.layout import HISTORY, RETIRED, describes_episode, episode_of
+
+from .conftest import git
 
 LEGACY_EPISODE = """\
 week: {week}
@@ -54,3 +59,27 @@ def make_legacy_repo(repo: Path, weeks: list[str], object_format: str = "sha1") 
         write_legacy_week(repo, week, n)
     subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
     subprocess.run(["git", "commit", "-qm", "legacy pipeline state"], cwd=repo, check=True)
+
+
+def flat_place(path: str) -> str | None:
+    """Where the flat layout kept ``path`` (None: not an episode's file)."""
+    found = episode_of(path)
+    if found is not None:
+        eid, rest = found
+        return f"{HISTORY}/{eid}.yaml" if rest == HISTORY else f"state/{eid}/{rest}"
+    name = describes_episode(path)
+    return f"{RETIRED}/{name}.yaml" if name is not None and path.startswith(RETIRED) else None
+
+
+def flatten(repo: Path) -> None:
+    """Turn the state into the flat layout of an older jobstate, as one commit of git mv."""
+    for path in git(repo, "ls-files", "state", "history").split("\n"):
+        old = flat_place(path) if path else None
+        if old is not None:
+            (repo / old).parent.mkdir(parents=True, exist_ok=True)
+            git(repo, "mv", path, old)
+    for top in ("state", "history"):
+        for directory in sorted((repo / top).rglob("*"), key=lambda p: -len(p.parts)):  # deepest first
+            if directory.is_dir() and not any(directory.iterdir()):
+                directory.rmdir()
+    git(repo, "commit", "-qm", "the flat layout of an older jobstate")

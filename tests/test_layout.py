@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from jobstate import errors
 from jobstate.core.layout import (
     HISTORY,
-    RETIRED,
     canonical,
     describes_episode,
     episode_dir,
@@ -28,30 +27,7 @@ from jobstate.core.periods import format_episode_id, parse_period
 
 from .bigrepo import add_episodes, episode_id, episode_place
 from .conftest import git, git_init, run_cli, status
-
-
-def _flat_place(path: str) -> str | None:
-    """Where the flat layout kept ``path`` (None: not an episode's file)."""
-    found = episode_of(path)
-    if found is not None:
-        eid, rest = found
-        return f"{HISTORY}/{eid}.yaml" if rest == HISTORY else f"state/{eid}/{rest}"
-    name = describes_episode(path)
-    return f"{RETIRED}/{name}.yaml" if name is not None and path.startswith(RETIRED) else None
-
-
-def _flatten(repo: Path) -> None:
-    """Turn the state into the flat layout of an older jobstate, as one commit of git mv."""
-    for path in git(repo, "ls-files", "state", "history").split("\n"):
-        old = _flat_place(path) if path else None
-        if old is not None:
-            (repo / old).parent.mkdir(parents=True, exist_ok=True)
-            git(repo, "mv", path, old)
-    for top in ("state", "history"):
-        for directory in sorted((repo / top).rglob("*"), key=lambda p: -len(p.parts)):  # deepest first
-            if directory.is_dir() and not any(directory.iterdir()):
-                directory.rmdir()
-    git(repo, "commit", "-qm", "the flat layout of an older jobstate")
+from .legacy import flatten
 
 
 def _retired_and_flat(history: Path) -> tuple[str, str]:
@@ -62,7 +38,7 @@ def _retired_and_flat(history: Path) -> tuple[str, str]:
     retired = run_cli("retire", new.stdout.strip(), "--by", "ops", "--reason", "a test run", cwd=history)
     assert retired.returncode == 0, retired.stderr
     trees = git(history, "rev-parse", "HEAD:state").strip(), git(history, "rev-parse", "HEAD:history").strip()
-    _flatten(history)
+    flatten(history)
     assert (history / "state/2026-W33-0/episode.yaml").is_file()
     assert (history / "history/retired/2026-W35-0.yaml").is_file()
     return trees
