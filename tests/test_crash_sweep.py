@@ -38,7 +38,7 @@ from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import git, git_init
 from .killpoints import SWEEP_ROW, Outcome, run_hooked
-from .legacy import make_legacy_repo
+from .legacy import flatten, make_legacy_repo
 
 WEEK, EID, STEP = "2026-W32", "2026-W32-0", "generate"
 JOBS = int(os.environ.get("JOBSTATE_TEST_SWEEP_JOBS", max(2, min(4, len(os.sched_getaffinity(0))))))
@@ -175,6 +175,14 @@ def _approved(w: World) -> None:
     w.jobstate("approve", "--episode", EID, "--by", "editor")
 
 
+def _flat(w: World) -> None:
+    """A generated, paid episode as an older jobstate kept it: state/<id>/ (moved there by git mv)."""
+    _generated(w)
+    flatten(w.repo)
+    if w.remote:
+        git(w.repo, "push", "-q", "origin", "main")
+
+
 def _overrun(w: World) -> None:
     """A week that spent 12.40, and a cap of 10.00 added after it: verify fails until someone acknowledges."""
     _generated(w)
@@ -270,6 +278,7 @@ SCENARIOS = [
         0,
     ),
     Scenario("migrate", _legacy, lambda w: ["migrate"], _nothing, 0, ("2026-W30", "2026-W31")),
+    Scenario("migrate-flat", _flat, lambda w: ["migrate"], _nothing, 1),
     Scenario(
         "budget-acknowledge",
         _overrun,
@@ -326,7 +335,7 @@ def _case(template: World, root: Path) -> Iterator[World]:
 
 def _args(s: Scenario, w: World) -> list[str]:
     args = s.args(w)
-    return [*args, "--remote", "origin"] if w.remote and s.name == "migrate" else args
+    return [*args, "--remote", "origin"] if w.remote and args[0] == "migrate" else args
 
 
 def _kill_point(template: World, s: Scenario, root: Path, k: int) -> Outcome:
