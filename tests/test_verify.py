@@ -246,7 +246,7 @@ def test_against_reports_drift_old_beside_new(pipeline_repo: Path) -> None:
     proc = _verify(pipeline_repo, "--rev", "HEAD", "--against", "HEAD~1")
     assert proc.returncode == 1
     # nothing was migrated: the rewritten entry is the record model's alarm, with the old and new value
-    assert "no episode migrated" in proc.stdout
+    assert "no legacy ID migrated" in proc.stdout
     assert "state/2026/2026-W32/2026-W32-1/costs.yaml: error: cost entry rewritten" in proc.stdout
     assert "'amount': '12.40'" in proc.stdout
     assert "'amount': '12.41'" in proc.stdout

@@ -57,7 +57,12 @@ def _print_text(report: Report, strict: bool) -> None:
         print(escape.text(f"{problem.path}: {level}: {problem.message}"))
     if report.against is not None:
         if not report.migrated:
-            print(escape.text(f"against {report.against}: no episode migrated; every change checked against the model"))
+            print(
+                escape.text(
+                    f"against {report.against}: no legacy ID migrated (a move into state/<year>/<period>/<id>/ "
+                    "keeping every byte is no change); every change checked against the model"
+                )
+            )
         elif report.differences:
             print(escape.text(f"against {report.against}: NOT preserved (base beside now):"))
             for line in report.differences:
