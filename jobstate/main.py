@@ -207,6 +207,8 @@ def _value(a: argparse.Namespace, name: str) -> object:
         return "json" if getattr(a, "json", False) else a.format
     if name == "command":
         return a.cmd
+    if name == "episode" and getattr(a, "episode_arg", None) is not None:
+        return a.episode_arg  # retire's positional EPISODE, kept beside --episode
     return getattr(a, name)
 
 
@@ -438,7 +440,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     json_flag(p)
 
     p = command("retire", "remove an episode from state/; a tombstone keeps its ID and key from ever being reused")
-    p.add_argument("episode", metavar="EPISODE", help="the episode to retire, e.g. 2026-W32-0")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("episode_arg", metavar="EPISODE", nargs="?", help="the episode to retire, e.g. 2026-W32-0")
+    which.add_argument("--episode", help="the same, named as every other command names it")
     p.add_argument("--by", required=True, help="who retires it (recorded; one line, at most 200 characters)")
     p.add_argument("--reason", required=True, help="why (recorded; one line, at most 1000 characters)")
     json_flag(p)

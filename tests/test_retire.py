@@ -96,6 +96,23 @@ def test_an_episode_removed_with_git_can_be_retired_afterwards(repo: Path) -> No
     assert "retired" in _alloc(repo, "k1")[2]
 
 
+def test_retire_names_its_episode_as_every_command_does_or_as_its_argument_never_both(repo: Path) -> None:
+    _alloc(repo, "k1")
+    _alloc(repo, "k2")
+    named = run_cli("retire", "--episode", "2026-W32-1", "--by", "ops", "--reason", "a test run", cwd=repo)
+    assert (named.returncode, named.stdout.strip()) == (
+        OK,
+        "2026-W32-1 retired (history/retired/2026/2026-W32/2026-W32-1.yaml)",
+    )
+    before = git(repo, "rev-parse", "HEAD")
+    for args in (["2026-W32-0", "--episode", "2026-W32-0"], []):
+        refused = run_cli("retire", *args, "--by", "ops", "--reason", "a test run", cwd=repo)
+        assert refused.returncode == 2, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "EPISODE" in refused.stderr
+    assert git(repo, "rev-parse", "HEAD") == before
+
+
 def test_retiring_an_unknown_episode_is_exit_5(repo: Path) -> None:
     code, _out, err = _retire(repo, "2026-W32-4")
     assert code == EPISODE_UNKNOWN
