@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,8 @@ def _write_episode(repo: Path, episode_id: str, key: str) -> None:
         "status": "allocated",
     }
     path = repo / episode_dir(episode_id) / "episode.yaml"
+    if path.parent.parent.parent.is_dir():
+        os.utime(path.parent.parent.parent)  # as jobstate does before an episode directory appears in a year
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(dumps(data))
 

@@ -232,12 +232,15 @@ class Store:
         return os.environ.get("JOBSTATE_REMOTE") or self.config.remote
 
     def state_mtime(self, head: str | None) -> str:
-        """The mtimes of state/ and of its year and period directories (an episode directory added or
-        removed anywhere changes one), valid only for the commit they were seen with (a reset changes
-        what is committed)."""
+        """The mtimes of state/ and of its year directories, valid only for the commit they were seen
+        with (a reset changes what is committed). A new year or period directory changes one of them;
+        jobstate touches the year directory before it creates an episode directory in an existing period
+        (transaction._put_all), so a killed allocate's directory changes one too, while the cost stays
+        one stat per year, not per period, however many episodes there are."""
         digest = hashlib.sha256(str((self.root / STATE).stat().st_mtime_ns).encode())
-        for directory in state_dirs(self.root):
-            digest.update(f"{directory.path}:{directory.stat(follow_symlinks=False).st_mtime_ns}".encode())
+        for year in _entries(self.root / STATE):
+            if is_year_dir(year.name):
+                digest.update(f"{year.name}:{year.stat(follow_symlinks=False).st_mtime_ns}".encode())
         return f"{head or ''}:{digest.hexdigest()[:32]}"
 
     # ----------------------------------------------------------------- reading
@@ -345,11 +348,6 @@ class StoreOptions(NamedTuple):
         return store
 
 
-def state_dirs(root: Path) -> Iterator[os.DirEntry[str]]:
-    """The year and period directories of state/ (``state/2026``, ``state/2026/2026-W32``)."""
-    return (entry for _rel, entry, layout_dir in _walk(root, into_periods=False) if layout_dir)
-
-
 def walk_state(root: Path, periods: Collection[str] | None = None) -> Iterator[tuple[str, os.DirEntry[str]]]:
     """Every entry of state/ as (repository path, entry), in name order, looking into year and period
     directories rather than yielding them: an episode directory (``state/<year>/<period>/<id>``), or
@@ -360,23 +358,16 @@ def walk_state(root: Path, periods: Collection[str] | None = None) -> Iterator[t
             where = period_dir(period_id)
             yield from ((f"{where}/{e.name}", e) for e in _entries(root / where))
         return
-    yield from ((rel, entry) for rel, entry, layout_dir in _walk(root, into_periods=True) if not layout_dir)
-
-
-def _walk(root: Path, *, into_periods: bool) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
-    """(path, entry, whether it is a year or period directory) for state/ down to its periods' entries
-    (``into_periods``) or to the period directories themselves."""
     for top in _entries(root / STATE):
-        year = is_year_dir(top.name) and top.is_dir(follow_symlinks=False)
-        yield f"{STATE}/{top.name}", top, year
-        if not year:
+        if not (is_year_dir(top.name) and top.is_dir(follow_symlinks=False)):
+            yield f"{STATE}/{top.name}", top
             continue
         for period in _entries(Path(top.path)):
             rel = f"{STATE}/{top.name}/{period.name}"
-            inside = is_period_dir(top.name, period.name) and period.is_dir(follow_symlinks=False)
-            yield rel, period, inside
-            if inside and into_periods:
-                yield from ((f"{rel}/{e.name}", e, False) for e in _entries(Path(period.path)))
+            if is_period_dir(top.name, period.name) and period.is_dir(follow_symlinks=False):
+                yield from ((f"{rel}/{e.name}", e) for e in _entries(Path(period.path)))
+            else:
+                yield rel, period
 
 
 def _entries(directory: Path) -> list[os.DirEntry[str]]:

@@ -309,6 +309,9 @@ def _put_all(store: Store, files: Mapping[str, bytes | None]) -> None:
             new_dirs.setdefault(directory, {})[leaf] = data
             in_new.add(rel)
     for directory, content in new_dirs.items():
+        year = store.path(directory).parent.parent
+        if year.is_dir() and not year.is_symlink():
+            os.utime(year)  # before the episode directory appears: Store.state_mtime watches years only
         atomic_dir(store.path(directory), content)
     for rel, data in files.items():
         if rel not in in_new:
