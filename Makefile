@@ -18,7 +18,7 @@ help:
 	@echo "make demo   - run the demo in a throwaway repo"
 	@echo "make lint   - ruff and mypy --strict"
 	@echo "make bench  - performance figures, each ratio beside its target (under 3 minutes)"
-	@echo "make bench FULL=1 - also the 10,000-episode multi-GB verify and a scaling table to 100,000 episodes"
+	@echo "make bench FULL=1 - also the 10,000-episode multi-GB verify, a scaling table to 100,000 episodes and the layout at 1,000,000"
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("jobstate needs Python 3.11+") if sys.version_info < (3, 11) else None'
