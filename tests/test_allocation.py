@@ -79,8 +79,6 @@ def _write_episode(repo: Path, episode_id: str, key: str) -> None:
         "status": "allocated",
     }
     path = repo / episode_dir(episode_id) / "episode.yaml"
-    if path.parent.parent.parent.is_dir():
-        os.utime(path.parent.parent.parent)  # as jobstate does before an episode directory appears in a year
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(dumps(data))
 
@@ -104,6 +102,23 @@ def test_same_key_after_crash_returns_same_episode(store: Store, repo: Path) -> 
     assert "state/2026/2026-W32/2026-W32-1/episode.yaml" in committed_files(repo)
     assert status(repo) == ""
     assert allocate(store, "crashed", W32).episode_id == "2026-W32-1"
+
+
+def test_a_crashed_episode_the_mtimes_miss_is_still_recovered_by_its_retry(store: Store, repo: Path) -> None:
+    """An episode directory that appeared without its year's mtime changing (an older jobstate killed, a
+    coarse clock, a copy by hand) is found by the retry, which looks in its own period, even after a commit
+    elsewhere recorded the new mtimes."""
+    allocate(store, "k1", W32)
+    allocate(store, "k2", parse_period("2026-W33"))
+    year = repo / "state" / "2026"
+    seen = year.stat()
+    _write_episode(repo, "2026-W32-1", "orphan")
+    os.utime(year, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    assert allocate(store, "elsewhere", parse_period("2026-W40")).episode_id == "2026-W40-0"
+    result = allocate(store, "orphan", W32)
+    assert (result.episode_id, result.created, result.recovered) == ("2026-W32-1", False, True)
+    assert "state/2026/2026-W32/2026-W32-1/episode.yaml" in committed_files(repo)
+    assert status(repo) == ""
 
 
 def test_an_uncommitted_episode_of_another_key_keeps_its_sequence(store: Store, repo: Path) -> None:

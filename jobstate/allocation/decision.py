@@ -47,7 +47,7 @@ def _decide(
     any_branch: bool = False,
 ) -> StateChange[Allocation]:
     """Under the lock, on the freshest state: the existing episode for ``key``, or a new one."""
-    orphans = uncommitted_episodes(store, cat)
+    orphans = uncommitted_episodes(store, cat, period.id)
     rows: list[Row] = cat.by_key(key)
     matches: dict[str, str] = {r.episode_id: r.period_id for r in rows}
     mine = [o for o in orphans if o.allocation_key == key]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Iterable
 
 from jobstate.atomic import TEMP_PREFIX
 from jobstate.core import advice
@@ -143,18 +144,31 @@ def rows_from_blobs(store: Store, blobs: list[tuple[str, str]]) -> list[Row]:
     return rows
 
 
-def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
+def uncommitted_episodes(store: Store, cat: Catalog, period: str | None = None) -> list[Episode]:
     """Episodes written to state/ but never committed (a killed allocate); call under the lock.
 
-    Anything else in state/ that Git does not know is an error: jobstate
-    never commits files it did not write.
+    The whole of state/ is walked when ``Store.state_mtime`` says something may have appeared; the
+    directory of ``period`` (the one an allocation decides in, where the retry of a killed allocate of
+    the same key looks) is walked always, so an episode directory the mtimes missed (a coarse clock, an
+    older jobstate, a copy by hand) is still found where it matters. Anything else in state/ that Git
+    does not know is an error: jobstate never commits files it did not write.
     """
     if cat.meta("state_mtime") == store.state_mtime(cat.meta("head")):
-        return []
-    known = cat.state_ids()
+        if period is None:
+            return []
+        known = {r.episode_id for r in cat.by_period(period) if r.path.startswith(f"{STATE}/")}
+        return _uncommitted(store, walk_state(store.root, [period]), known)
+    found = _uncommitted(store, walk_state(store.root), cat.state_ids())
+    if not found:
+        cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
+    return found
+
+
+def _uncommitted(store: Store, entries: Iterable[tuple[str, os.DirEntry[str]]], known: set[str]) -> list[Episode]:
+    """The uncommitted episodes among ``entries`` (of state/), given the committed IDs they may hold."""
     present = set()
     found: list[Episode] = []
-    for rel, entry in walk_state(store.root):
+    for rel, entry in entries:
         if entry.name.startswith(TEMP_PREFIX) and entry.is_dir(follow_symlinks=False):
             _remove_killed_build(store, rel)
             continue
@@ -189,8 +203,6 @@ def uncommitted_episodes(store: Store, cat: Catalog) -> list[Episode]:
         raise UsageError(
             f"{where} is committed but missing from the work tree; restore it with: {advice.restore(where, ' D')}"
         )
-    if not found:
-        cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
     return found
 
 
