@@ -91,3 +91,21 @@ def test_gc_auto_is_started_only_when_git_would_pack(repo: Path) -> None:
     assert _gc_due(gitrepo)
     git(repo, "config", "gc.auto", "0")  # off, as git reads it
     assert not _gc_due(GitRepo(repo))
+
+
+def test_more_pathspecs_than_one_command_line_holds_are_asked_in_parts(tmp_path: Path) -> None:
+    """A migration names every episode: 1,500 paths of 110 bytes are 165 KB of pathspecs, asked of
+    git in parts; each answer is whole, nothing twice."""
+    git(tmp_path, "init", "-q")
+    names = [f"d/{'n' * 100}{i:05d}.txt" for i in range(1500)]
+    (tmp_path / "d").mkdir()
+    for name in names:
+        (tmp_path / name).write_text("x\n")
+    git(tmp_path, "add", "d")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "many")
+    (tmp_path / names[7]).write_text("changed\n")
+    (tmp_path / names[1499]).unlink()
+    repo = GitRepo(tmp_path)
+    listed = [path for _mode, _sha, path in repo.ls_tree("HEAD", *names)]
+    assert listed == names
+    assert sorted(path for _code, path in repo.status(*names)) == sorted([names[7], names[1499]])

@@ -549,7 +549,17 @@ def _under(path: str, directories: Mapping[str, object]) -> bool:
     return any("/".join(parts[:i]) in directories for i in range(1, len(parts) + 1))
 
 
-def _argv_parts(paths: tuple[str, ...], size: int = 1000) -> list[tuple[str, ...]]:
-    """Pathspecs in parts a command line can hold (a migration names every episode: 100,000 paths are
-    past the system's limit); no paths stays one part, meaning everything."""
-    return [paths[i : i + size] for i in range(0, len(paths), size)] or [()]
+def _argv_parts(paths: tuple[str, ...], limit: int = 64 * 1024) -> list[tuple[str, ...]]:
+    """Pathspecs in parts a command line can hold, at most ``limit`` bytes each (a migration names every
+    episode: 100,000 paths are past the system's limit); no paths stays one part, meaning everything."""
+    parts: list[tuple[str, ...]] = []
+    part: list[str] = []
+    size = 0
+    for path in paths:
+        length = len(path.encode("utf-8", "surrogateescape")) + 1
+        if part and size + length > limit:
+            parts.append(tuple(part))
+            part, size = [], 0
+        part.append(path)
+        size += length
+    return [*parts, tuple(part)] if part or not parts else parts
