@@ -5,8 +5,8 @@ fast-import (50 episodes a week from 2000-W01, packed):
 
 - the most entries of any tree a new allocation's commit rewrites (GitHub lists 1,000 of a directory);
 - a new allocation (library, catalog warm) beside the plumbing floor: one ``git fast-import`` that
-  writes the same blob, trees, commit and ref in one process, on a branch of its own in the same
-  repository; each the best of 3 interleaved rounds;
+  writes the same blob, trees, commit and ref in one process, into the same periods, on a branch of
+  its own in the same repository; each the best of 3 interleaved rounds;
 - ``jobstate migrate`` of the same state in the flat layout, as a whole process (to 10,000 episodes;
   every size with FULL=1);
 - the first command of a fresh clone (the scheduler's retry), as a whole process, and the same
@@ -42,12 +42,12 @@ def _largest_rewritten_tree(repo: Path) -> int:
     return max(len(git(repo, "ls-tree", "-z", f"HEAD:{p}").split("\0")) - 1 for p in trees)
 
 
-def _floor(repo: Path, n: int) -> None:
-    """One commit adding episode n's file on branch ``floor``, written by git alone."""
+def _floor(repo: Path, week: str, n: int) -> None:
+    """One commit adding an episode file to ``week`` on branch ``floor``, written by git alone."""
     from jobstate.core.layout import EPISODE_FILE, episode_dir
 
     data = episode_yaml(n, f"floor:{n}")
-    eid = f"{week_of(n)}-{60 + n % 1000}"
+    eid = f"{week}-{100 + n}"
     who = b"bench <bench@jobstate.invalid> 1767225600 +0000"
     stream = (
         b"commit refs/heads/floor\ncommitter %s\ndata 6\nfloor\nfrom refs/heads/floor^0\n"
@@ -83,7 +83,7 @@ def _one_size(tmp: Path, size: int, calls: int, *, full: bool) -> dict[str, floa
         allocate(store, "warm-up", weeks[0])  # builds the catalog once
         for r in range(3):
             new = min(new, per_call(lambda i: allocate(store, f"new:{r}:{i}", weeks[i % 4]), calls))  # noqa: B023
-            floor = min(floor, per_call(lambda i: _floor(repo, r * calls + i), calls))  # noqa: B023
+            floor = min(floor, per_call(lambda i: _floor(repo, weeks[i % 4].id, r * calls + i), calls))  # noqa: B023
     out["new"], out["floor"] = new, floor
     out["tree"] = _largest_rewritten_tree(repo)
 

@@ -165,6 +165,7 @@ def test_a_flat_state_of_100000_episodes_migrates_in_one_commit_that_keeps_every
     assert init.returncode == 0, init.stderr
     add_episodes(repo, count, flat=True)
     flat_state = git(repo, "rev-parse", "HEAD:state").strip()
+    flat_head = git(repo, "rev-parse", "HEAD").strip()
 
     refused = run_cli("allocate", "--key", "existing:7", "--week", "2000-W01", cwd=repo)
     assert refused.returncode == errors.StateInvalid.exit_code
@@ -172,7 +173,7 @@ def test_a_flat_state_of_100000_episodes_migrates_in_one_commit_that_keeps_every
 
     moved = run_cli("migrate", cwd=repo)
     assert moved.returncode == 0, moved.stderr
-    assert git(repo, "rev-list", "--count", "HEAD~1..HEAD").strip() == "1"
+    assert git(repo, "rev-list", "--count", f"{flat_head}..HEAD").strip() == "1"
     assert git(repo, "status", "--porcelain").strip() == ""
     renames = git(repo, "diff", "-M", "--name-status", "HEAD~1", "HEAD").splitlines()
     assert len(renames) == count
