@@ -125,6 +125,19 @@ def test_one_episode_in_both_layouts_is_an_error_and_a_flat_one_in_a_pull_reques
     assert run_cli("diff", "base", "--strict", cwd=history).returncode != 0
 
 
+def test_migrate_refuses_a_file_where_a_year_or_period_directory_goes_and_writes_nothing(history: Path) -> None:
+    flatten(history)
+    (history / "state" / "2026").write_text("not a year\n")
+    git(history, "add", "state/2026")
+    git(history, "commit", "-qm", "a file where the year 2026 goes")
+    head = git(history, "rev-parse", "HEAD")
+    refused = run_cli("migrate", cwd=history)
+    assert refused.returncode == errors.AllocationConflict.exit_code, refused.stderr
+    assert "state/2026/, which is a file or a link" in refused.stderr
+    assert git(history, "rev-parse", "HEAD") == head
+    assert status(history) == ""
+
+
 _PERIODS = st.one_of(
     st.builds(lambda y, w: f"{y}-W{w:02d}", st.integers(2000, 2099), st.integers(1, 52)),
     st.builds(lambda y, m: f"{y}-{m:02d}", st.integers(2000, 2099), st.integers(1, 12)),

@@ -198,6 +198,12 @@ def _flat_moves(store: Store) -> list[Move]:
         new = canonical(old)
         if store.path(new).exists() or store.path(new).is_symlink():
             raise AllocationConflict(f"{old} would move to {new}, which exists already; move one of them by hand")
+        parts = new.split("/")
+        for above in ("/".join(parts[:i]) for i in range(2, len(parts))):  # its year and period directories
+            if store.path(above).is_symlink() or (store.path(above).exists() and not store.path(above).is_dir()):
+                raise AllocationConflict(
+                    f"{old} would move into {above}/, which is a file or a link; move it away by hand, then migrate"
+                )
         eid = describes_episode(f"{old}/{EPISODE_FILE}" if old.startswith(f"{STATE}/") else old)
         assert eid is not None
         found.setdefault(eid, Move("", eid)).renames.append((old, new))
