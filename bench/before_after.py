@@ -24,6 +24,7 @@ _WORKER = """
 import json, sys
 from pathlib import Path
 sys.path.insert(1, sys.argv[3])  # bench/ helpers, after the package under test
+sys.path.append(str(Path(sys.argv[3]).parent))  # their tests.bigrepo, after everything (its jobstate/ too)
 import jobstate
 from repos import git, per_call, week_of
 from jobstate.allocation.allocation import allocate
