@@ -311,7 +311,10 @@ def _put_all(store: Store, files: Mapping[str, bytes | None]) -> None:
     for directory, content in new_dirs.items():
         year = store.path(directory).parent.parent
         if year.is_dir() and not year.is_symlink():
-            os.utime(year)  # before the episode directory appears: Store.state_mtime watches years only
+            # before the episode directory appears: Store.state_mtime watches years only; a year we may not
+            # touch (another owner's) leaves the retry's own period walk (uncommitted_episodes) to find it
+            with contextlib.suppress(PermissionError):
+                os.utime(year)
         atomic_dir(store.path(directory), content)
     for rel, data in files.items():
         if rel not in in_new:
