@@ -59,8 +59,8 @@ def _pytest(tmp_path: Path, source: str, **env: str) -> subprocess.CompletedProc
     )  # fmt: skip
 
 
-# slow: its nested pytest usually does 1.5 CPU seconds, but now and then 16 to 25 (seen three times in
-# ten runs on an idle machine, 50 to 80 s of wall time; where that goes inside the timed-out tests'
+# slow: its nested pytest usually does 1.5 CPU seconds, but now and then 16 to 25 (seen twice in
+# five runs here, idle, with 50 to 80 s of wall time; where that goes inside the timed-out tests'
 # teardown is not found yet), past make test's 20 s budget: make test-slow runs it, with no budget
 @pytest.mark.slow
 def test_a_timed_out_test_leaves_nothing_that_fails_the_next_one(tmp_path: Path) -> None:
