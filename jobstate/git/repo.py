@@ -562,4 +562,4 @@ def _argv_parts(paths: tuple[str, ...], limit: int = 64 * 1024) -> list[tuple[st
             part, size = [], 0
         part.append(path)
         size += length
-    return [*parts, tuple(part)] if part or not parts else parts
+    return [*parts, tuple(part)]  # no paths: one empty part
