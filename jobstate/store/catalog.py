@@ -184,9 +184,14 @@ class Catalog:
             [(r.episode_id, r.period_id, r.sequence, r.allocation_key, seen_in) for r in rows],
         )
 
-    def state_ids(self) -> set[str]:
-        """Episode IDs that have a committed episode.yaml under state/."""
-        cur = self.conn.execute("SELECT episode_id FROM rows WHERE path LIKE ?", (f"{STATE}/%",))
+    def state_ids(self, period_id: str | None = None) -> set[str]:
+        """Episode IDs that have a committed episode.yaml under state/ (of one period, when given)."""
+        if period_id is None:
+            cur = self.conn.execute("SELECT episode_id FROM rows WHERE path LIKE ?", (f"{STATE}/%",))
+        else:
+            cur = self.conn.execute(
+                "SELECT episode_id FROM rows WHERE path LIKE ? AND period_id=?", (f"{STATE}/%", period_id)
+            )
         return {r[0] for r in cur.fetchall()}
 
     def update(

@@ -156,8 +156,7 @@ def uncommitted_episodes(store: Store, cat: Catalog, period: str | None = None) 
     if cat.meta("state_mtime") == store.state_mtime(cat.meta("head")):
         if period is None:
             return []
-        known = {r.episode_id for r in cat.by_period(period) if r.path.startswith(f"{STATE}/")}
-        return _uncommitted(store, walk_state(store.root, [period]), known)
+        return _uncommitted(store, walk_state(store.root, [period]), cat.state_ids(period))
     found = _uncommitted(store, walk_state(store.root), cat.state_ids())
     if not found:
         cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
