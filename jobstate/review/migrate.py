@@ -330,11 +330,12 @@ def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
                 files[rel] = data
         # an episode directory moved as it is: its tree moves, no tree under it is read or written again
         trees: dict[str, TreeEdit] = {}
-        state_tree = store.git.entry(store.git.commit_tree_of(base), STATE) or (TREE_MODE, "")
-        for move in [m for m in moves if not m.writes]:
-            for old, new in move.renames:
+        state = store.git.entry(store.git.commit_tree_of(base), STATE)  # read once: every lookup is in it
+        state_tree = state[1] if state is not None and state[0] == TREE_MODE else None  # not a link's blob
+        for move in moves:
+            for old, new in [] if move.writes else move.renames:
                 name = old.removeprefix(f"{STATE}/")
-                found = store.git.entry(state_tree[1], name) if state_tree[1] and name != old else None
+                found = store.git.entry(state_tree, name) if state_tree is not None and name != old else None
                 if found is not None and found[0] == TREE_MODE:
                     trees[old], trees[new] = None, found
         lines = [line for move in moves if move.week for line in move.describe()]
