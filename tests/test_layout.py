@@ -24,6 +24,7 @@ from jobstate.core.layout import (
     retired_path,
 )
 from jobstate.core.periods import format_episode_id, parse_period
+from jobstate.review.changes import changed_paths
 
 from .bigrepo import add_episodes, episode_id, episode_place
 from .conftest import git, git_init, run_cli, status
@@ -208,3 +209,19 @@ def test_a_flat_state_of_100000_episodes_migrates_in_one_commit_that_keeps_every
     assert proof.returncode == 0, proof.stdout + proof.stderr
     retry = run_cli("allocate", "--key", f"existing:{count - 1}", "--week", episode_id(count - 1)[:8], cwd=repo)
     assert (retry.returncode, retry.stdout.strip()) == (0, episode_id(count - 1))
+
+
+def test_a_move_into_the_new_layout_that_changes_a_mode_is_a_change(history: Path) -> None:
+    """Only a move that keeps every byte and the mode is no change; an executable bit added on the way is."""
+    flatten(history)
+    for path in git(history, "ls-files", "state").split("\n"):
+        target = canonical(path) if path else path
+        if path and target != path:
+            (history / target).parent.mkdir(parents=True, exist_ok=True)
+            git(history, "mv", path, target)
+    moved = episode_dir("2026-W30-0") + "/episode.yaml"
+    git(history, "update-index", "--chmod=+x", moved)
+    git(history, "commit", "-qm", "moved by hand, one file made executable")
+    found = changed_paths(history, git(history, "rev-parse", "HEAD~1").strip(), "HEAD")
+    assert found is not None
+    assert found[0] == frozenset({moved})

@@ -46,19 +46,19 @@ def changed_paths(cwd: Path, base: str, rev: str | None) -> tuple[frozenset[str]
     if proc.returncode != 0:
         return None
     fields = proc.stdout.split(b"\0")
-    gone: dict[str, str] = {}
-    added: dict[str, str] = {}
+    gone: dict[str, tuple[str, str]] = {}  # path as listed -> (mode, blob)
+    added: dict[str, tuple[str, str]] = {}
     paths: set[str] = set()
     for meta, raw in zip(fields[0::2], fields[1::2], strict=False):
-        _old_mode, _new_mode, old_sha, new_sha, status = meta.decode().lstrip(":").split()
+        old_mode, new_mode, old_sha, new_sha, status = meta.decode().lstrip(":").split()
         path = canonical(raw.decode("utf-8", "surrogateescape"))  # paths as snapshots list them
         if status == "D":
-            gone[path] = old_sha
+            gone[path] = (old_mode, old_sha)
         elif status == "A":
-            added[path] = new_sha
+            added[path] = (new_mode, new_sha)
         else:
             paths.add(path)
-    # a file moved from the flat layout to its place today, every byte kept, is no change (a migration)
+    # a file moved from the flat layout to its place today, every byte and its mode kept, is no change
     paths |= set(gone.keys() ^ added.keys()) | {p for p in gone.keys() & added.keys() if gone[p] != added[p]}
     return frozenset(paths), frozenset(name for name in map(_episode_of, paths) if name is not None)
 
