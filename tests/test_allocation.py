@@ -121,6 +121,22 @@ def test_a_crashed_episode_the_mtimes_miss_is_still_recovered_by_its_retry(store
     assert status(repo) == ""
 
 
+def test_a_period_directory_that_is_a_link_is_refused_never_followed(store: Store, repo: Path, tmp_path: Path) -> None:
+    """The allocation's own period walk reads what the whole walk reads: a link where the period's directory
+    goes is a stray, even when the mtimes did not move; what it points at is never taken for an episode."""
+    allocate(store, "k1", W32)
+    outside = tmp_path / "outside"
+    _write_episode(outside, "2026-W33-0", "ghost")
+    year = repo / "state" / "2026"
+    seen = year.stat()
+    (year / "2026-W33").symlink_to(outside / "state" / "2026" / "2026-W33")
+    os.utime(year, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    head = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(DirtyState, match="state/2026/2026-W33"):
+        allocate(store, "ghost", W33)
+    assert git(repo, "rev-parse", "HEAD") == head
+
+
 def test_an_uncommitted_episode_of_another_key_keeps_its_sequence(store: Store, repo: Path) -> None:
     _write_episode(repo, "2026-W32-0", "crashed")
     assert allocate(store, "new", W32).episode_id == "2026-W32-1"

@@ -353,18 +353,20 @@ def walk_state(root: Path, periods: Collection[str] | None = None) -> Iterator[t
     """Every entry of state/ as (repository path, entry), in name order, looking into year and period
     directories rather than yielding them: an episode directory (``state/<year>/<period>/<id>``), or
     anything else found on the way (a file or stray directory at any level, a legacy or flat name).
-    ``periods``: only those periods' directories."""
-    if periods is not None:
-        for period_id in sorted(periods):
-            where = period_dir(period_id)
-            yield from ((f"{where}/{e.name}", e) for e in _entries(root / where))
-        return
+    ``periods``: only those periods' directories, walked the same way (a link or a file where one of
+    them or its year goes is yielded, never followed)."""
+    wanted = None if periods is None else {period_dir(p) for p in periods}
+    years = None if wanted is None else {w.split("/")[1] for w in wanted}
     for top in _entries(root / STATE):
+        if years is not None and top.name not in years:
+            continue
         if not (is_year_dir(top.name) and top.is_dir(follow_symlinks=False)):
             yield f"{STATE}/{top.name}", top
             continue
         for period in _entries(Path(top.path)):
             rel = f"{STATE}/{top.name}/{period.name}"
+            if wanted is not None and rel not in wanted:
+                continue
             if is_period_dir(top.name, period.name) and period.is_dir(follow_symlinks=False):
                 yield from ((f"{rel}/{e.name}", e) for e in _entries(Path(period.path)))
             else:
