@@ -146,3 +146,35 @@ def test_a_submodule_under_state_is_flagged_by_verify_and_diff(repo: Path) -> No
     shown = run_cli("diff", "HEAD~1", "--strict", cwd=repo)
     assert shown.returncode == 1, shown.stdout
     assert "is a submodule (gitlink)" in shown.stdout
+
+
+def test_an_executable_bit_no_command_writes_is_flagged_and_refused_before_any_cmd(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    record = f"{episode_dir(EID)}/costs.yaml"
+    # a mode-only change: the bytes are as jobstate wrote them, so only the mode can tell
+    for path in (record, "jobstate.yaml"):
+        git(repo, "update-index", "--chmod=+x", path)
+        (repo / path).chmod(0o755)
+    git(repo, "commit", "-qm", "chmod")
+    for args in (("verify", "--rev", "HEAD"), ("verify",)):
+        proc = run_cli(*args, cwd=repo)
+        assert proc.returncode == 1, proc.stdout
+        for path in (record, "jobstate.yaml"):
+            assert f"{path}: error: is executable, and jobstate never writes an executable file" in proc.stdout
+    shown = run_cli("diff", "HEAD~1", "--strict", cwd=repo)
+    assert shown.returncode == 1, shown.stdout
+    assert f"{record}: is executable" in shown.stdout
+    before = git(repo, "rev-parse", "HEAD")
+    proc = run_cli("run", "--episode", EID, "--step", "publish", "--", *_cmd(tmp_path), cwd=repo)
+    assert proc.returncode == 7, proc.stderr
+    assert f"{record} in episode {EID} is executable" in proc.stderr
+    assert _runs(tmp_path) == 1  # the first paid step's run only
+    assert run_cli("retire", "--episode", EID, "--reason", "x", "--by", "ops", cwd=repo).returncode == 7
+    assert git(repo, "rev-parse", "HEAD") == before
+    # where the file system keeps no execute bits, git records none (core.fileMode false): nor does verify
+    git(repo, "update-index", "--chmod=-x", record, "jobstate.yaml")
+    git(repo, "commit", "-qm", "chmod back")
+    git(repo, "config", "core.fileMode", "false")
+    assert run_cli("verify", cwd=repo).returncode == 0
+    git(repo, "config", "core.fileMode", "true")
+    assert run_cli("verify", cwd=repo).returncode == 1

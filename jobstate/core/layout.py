@@ -230,3 +230,19 @@ def record_path_problem(path: object, *, tracked: bool = False) -> str | None:
     ):
         return None  # .gitignore, .gitattributes: init writes them through the transaction; its records name them
     return f"is not under {STATE}/ or {HISTORY}/, nor {CONFIG_FILE}, .gitignore or .gitattributes"
+
+
+# jobstate writes every file of the state as a plain, non-executable blob; Git can hold others there
+FILE_MODE = "100644"
+_MODE_PROBLEMS = {
+    "100755": "is executable, and jobstate never writes an executable file: git update-index --chmod=-x it",
+    "120000": "is a symlink; state holds regular files only",
+    "160000": "is a submodule (gitlink); state holds regular files only",
+}
+
+
+def mode_problem(mode: str) -> str | None:
+    """Why a Git entry of ``mode`` under state/ or history/ (or jobstate.yaml) is none jobstate wrote, or None."""
+    if mode == FILE_MODE:
+        return None
+    return _MODE_PROBLEMS.get(mode, f"has Git mode {mode}; state holds regular files only")

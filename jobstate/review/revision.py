@@ -23,6 +23,7 @@ from jobstate.core.layout import (
     episode_dir,
     episode_of,
     history_path,
+    mode_problem,
 )
 from jobstate.core.rules_state import Settings
 from jobstate.errors import StateInvalid
@@ -113,7 +114,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
                 )
             )
             files = snap.files(wanted_paths) if wanted_paths else {}
-        view.unreadable += [f"{p}: is a submodule (gitlink); state holds regular files only" for p in snap.submodules]
+        view.unreadable += [f"{p}: {text}" for p, mode in snap.odd if (text := mode_problem(mode))]
         view.unreadable += [f"{p}: {TWICE}" for p in snap.twice]
         view.unreadable += [f"{STATE}: {FLAT}"] if snap.flat_episodes() else []
         by_name: dict[str, list[str]] = {}  # episode -> the record files it has here

@@ -34,6 +34,7 @@ from jobstate.core.layout import (
     episode_dir,
     episode_of,
     is_retired_path,
+    mode_problem,
 )
 from jobstate.core.model import (
     Violation,
@@ -180,8 +181,8 @@ def collect(
     files = snap.files()
     if isinstance(snap, Revision):
         snap.prefetch([p for p in files if p.endswith(".yaml")])
-        problems += [Problem(p, "is a submodule (gitlink); state holds regular files only") for p in snap.submodules]
     problems += [Problem(p, TWICE) for p in snap.twice]
+    problems += [Problem(p, text) for p, mode in snap.odd if (text := mode_problem(mode))]
     flat = snap.flat_episodes()
     if flat:
         problems.append(Problem(STATE, f"{FLAT} ({len(flat)}, {flat[0]} first)", "warning"))
@@ -281,9 +282,6 @@ def _collect_episode(
 ) -> EpisodeRecords | None:
     base = episode_dir(name)
     episode_path = f"{base}/episode.yaml"
-    for path in sorted(paths):
-        if files[path].symlink:
-            problems.append(Problem(path, "is a symlink; state holds regular files only"))
     if episode_path not in paths:
         problems.append(Problem(base, "episode directory without episode.yaml"))
         return None
@@ -502,9 +500,7 @@ def _check_artifacts(
         entry = files.get(path)
         if entry is None:
             report.problems.append(Problem(path, "recorded artifact is missing"))
-        elif entry.symlink:
-            report.problems.append(Problem(path, "recorded artifact is a symlink"))
-        else:
+        elif not entry.symlink:  # a symlink is flagged with every file jobstate never writes
             entries.append(entry)
     report.artifacts = len(wanted)
     report.artifact_bytes = sum(e.size for e in entries)

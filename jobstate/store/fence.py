@@ -8,8 +8,8 @@ import shlex
 from collections.abc import Callable
 
 from jobstate.core import advice
-from jobstate.core.layout import episode_dir
-from jobstate.errors import DirtyState
+from jobstate.core.layout import episode_dir, mode_problem
+from jobstate.errors import DirtyState, StateInvalid
 from jobstate.git.headcheck import committed_files, matches_head, odd_entry
 from jobstate.store.running import remove_temp_files
 from jobstate.store.store import Store
@@ -21,13 +21,21 @@ def require_as_committed(
     committed: dict[str, tuple[str, str]] | None = None,
     notify: Callable[[str], None] = lambda _line: None,
 ) -> None:
-    """Refuse (DirtyState, exit 2) an episode directory that is not exactly as HEAD has it; under the lock.
+    """Refuse (DirtyState, exit 2) an episode directory that is not exactly as HEAD has it, and (StateInvalid,
+    exit 7) one whose files HEAD holds as no command writes them (executable, a symlink); under the lock.
 
     The one rule for every command that acts on a committed episode (the paid commands, retire). The
     common case, exactly as committed, is answered at a cost that does not grow with the state."""
     directory = episode_dir(episode_id)
     if committed is None:
         committed = committed_files(store.git, directory)
+    for path, (mode, _blob) in sorted((committed or {}).items()):
+        problem = mode_problem(mode)
+        if problem is not None:  # review flags it too (verify, diff): nothing acts on what no command wrote
+            raise StateInvalid(
+                f"{path} in episode {episode_id} {problem.replace('; ', ' in HEAD; ', 1)}; jobstate acts only on "
+                "files as it writes them, so nothing was run (jobstate verify --rev HEAD shows it)"
+            )
     if committed is not None and matches_head(store.git, store.root, directory, committed):
         return
     remove_temp_files(store, directory, notify)

@@ -6,17 +6,19 @@ Nothing here writes: no lock, no cache, no index refresh. Git runs with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobstate.core.layout import HISTORY, STATE, canonical, episode_of
+from jobstate.core.layout import CONFIG_FILE, FILE_MODE, HISTORY, STATE, canonical, episode_of, mode_problem
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.blobs import BlobHasher
 from jobstate.git.head import tracked_in_work_tree
 from jobstate.git.objects import CatFile, MissingObject, ObjectTooLarge
+from jobstate.git.repoconfig import config_value
 from jobstate.git.runner import READ_ONLY_ENV, run_git
 from jobstate.hashing import Digest, Progress, hash_files
 
@@ -47,8 +49,12 @@ class FileEntry:
 
     path: str
     size: int
-    symlink: bool = False
+    mode: str = FILE_MODE  # as Git would record it (layout.mode_problem says what is wrong with another)
     blob: str | None = None
+
+    @property
+    def symlink(self) -> bool:
+        return self.mode == "120000"
 
 
 def git_read(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
@@ -70,6 +76,8 @@ class Snapshot:
     def __init__(self) -> None:
         self.real: dict[str, str] = {}  # a listed path -> where the file is, when they differ
         self.twice: list[str] = []  # real paths whose episode the other layout holds too (one was not read)
+        # (path, mode) of what files() met that jobstate never writes: layout.mode_problem says why
+        self.odd: list[tuple[str, str]] = []
 
     def flat_episodes(self) -> list[str]:
         """The episodes listed from places of the flat layout (after ``files``)."""
@@ -83,7 +91,7 @@ class Snapshot:
                 self.twice.append(path)
                 return
             self.real[listed] = path
-            entry = FileEntry(listed, entry.size, entry.symlink, entry.blob)
+            entry = FileEntry(listed, entry.size, entry.mode, entry.blob)
         elif listed in self.real:
             self.twice.append(self.real.pop(listed))
         out[listed] = entry
@@ -110,6 +118,19 @@ class Snapshot:
         """Release helper processes."""
 
 
+def _work_tree_mode(st: os.stat_result) -> str:
+    """The mode Git would record for a file of the work tree (core.fileMode: the owner's execute bit)."""
+    if stat.S_ISLNK(st.st_mode):
+        return "120000"
+    return "100755" if st.st_mode & stat.S_IXUSR else FILE_MODE
+
+
+def _file_modes_count(root: Path) -> bool:
+    """Whether Git records the work tree's execute bits (core.fileMode; false where the file system
+    cannot keep them, and every file then looks executable)."""
+    return config_value(root, "core.fileMode", kind="bool") != "false"
+
+
 class WorkTree(Snapshot):
     """The files as they are in the work tree."""
 
@@ -124,6 +145,8 @@ class WorkTree(Snapshot):
     def files(self) -> dict[str, FileEntry]:
         out: dict[str, FileEntry] = {}
         self.real, self.twice = {}, []
+        with contextlib.suppress(OSError):
+            self.odd = [(CONFIG_FILE, _work_tree_mode(os.lstat(self.root / CONFIG_FILE)))]
         for top in ROOTS:
             base = self.root / top
             if not base.is_dir():
@@ -132,12 +155,16 @@ class WorkTree(Snapshot):
                 rel_dir = Path(dirpath).relative_to(self.root).as_posix()
                 for name in dirnames:
                     if os.path.islink(os.path.join(dirpath, name)):
-                        self._list(out, f"{rel_dir}/{name}", FileEntry(f"{rel_dir}/{name}", 0, symlink=True))
+                        self._list(out, f"{rel_dir}/{name}", FileEntry(f"{rel_dir}/{name}", 0, "120000"))
                 for name in filenames:
                     full = os.path.join(dirpath, name)
                     st = os.lstat(full)
                     rel = f"{rel_dir}/{name}"
-                    self._list(out, rel, FileEntry(rel, st.st_size, symlink=stat.S_ISLNK(st.st_mode)))
+                    self._list(out, rel, FileEntry(rel, st.st_size, _work_tree_mode(st)))
+        self.odd += [(e.path, e.mode) for e in out.values()]
+        self.odd = [(path, mode) for path, mode in self.odd if mode_problem(mode)]
+        if any(mode == "100755" for _path, mode in self.odd) and not _file_modes_count(self.root):
+            self.odd = [(path, mode) for path, mode in self.odd if mode != "100755"]
         return out
 
     def read(self, path: str) -> bytes:
@@ -165,7 +192,6 @@ class Revision(Snapshot):
         self._reader: CatFile | None = None
         self._cache: dict[str, bytes] = {}
         self.files_cache: dict[str, FileEntry] = {}
-        self.submodules: list[str] = []  # gitlinks files() met: no command writes one under state/ or history/
 
     def tracked(self, path: str) -> list[str]:
         proc = git_read(self.cwd, "ls-tree", "-r", "-z", "--name-only", "--full-tree", self.commit, "--", path)
@@ -173,21 +199,20 @@ class Revision(Snapshot):
 
     def files(self, paths: tuple[str, ...] = ROOTS) -> dict[str, FileEntry]:
         """The files under ``paths`` (state/ and history/ by default)."""
-        proc = git_read(self.cwd, "ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, "--", *paths)
+        proc = git_read(self.cwd, "ls-tree", "-r", "-z", "-l", "--full-tree", self.commit, "--", *paths, CONFIG_FILE)
         out: dict[str, FileEntry] = {}
-        self.submodules = []
-        self.real, self.twice = {}, []
+        self.real, self.twice, self.odd = {}, [], []
         for item in proc.stdout.split(b"\0"):
             if not item:
                 continue
             meta, _, raw_path = item.partition(b"\t")
             mode, kind, sha, size = meta.split()
-            if kind == b"commit":
-                self.submodules.append(raw_path.decode("utf-8", "surrogateescape"))
-            if kind != b"blob":
-                continue
             path = raw_path.decode("utf-8", "surrogateescape")
-            self._list(out, path, FileEntry(path, int(size), symlink=mode == b"120000", blob=sha.decode()))
+            if mode_problem(mode.decode()):
+                self.odd.append((path, mode.decode()))
+            if kind != b"blob" or path == CONFIG_FILE:
+                continue
+            self._list(out, path, FileEntry(path, int(size), mode.decode(), blob=sha.decode()))
         self.files_cache = out
         return out
 
