@@ -55,6 +55,11 @@ def record_path(episode_id: str, name: str) -> str:
     return f"{episode_dir(episode_id)}/{name}"
 
 
+def year_dir(episode_id: str) -> str:
+    """``state/<year>``: the directory whose mtime ``Store.state_mtime`` watches for ``episode_id``'s period."""
+    return episode_dir(episode_id).rsplit("/", 2)[0]
+
+
 def period_dir(period_id: str) -> str:
     """``state/<year>/<period>``: the directory of one period's episodes."""
     return f"{STATE}/{period_id[:4]}/{period_id}"

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 from jobstate.errors import UsageError
-from jobstate.git.repoconfig import config_value
 from jobstate.git.runner import READ_ONLY_ENV, first_error_line, run_git
 
 # what ``%G?`` says when a signature is not good, in words
@@ -26,11 +25,6 @@ _STATUS = {
     "R": "is signed by a revoked key",
     "E": "has a signature that cannot be checked (missing key or signing program)",
 }
-
-
-def signing_requested(cwd: Path) -> bool:
-    """Whether the repository's configuration asks for signed commits (``commit.gpgsign``)."""
-    return config_value(cwd, "commit.gpgsign", kind="bool") == "true"
 
 
 def signed_commit(cwd: Path, tree: str, parent: str | None, message: str) -> str:

@@ -34,7 +34,16 @@ from typing import Generic, TypeVar
 from jobstate.atomic import atomic_dir, atomic_write, is_temp_name
 from jobstate.core import advice
 from jobstate.core.inputs import env_number
-from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE, describes_episode, episode_dir, episode_of
+from jobstate.core.layout import (
+    CONFIG_FILE,
+    HISTORY,
+    PRIVATE,
+    STATE,
+    describes_episode,
+    episode_dir,
+    episode_of,
+    year_dir,
+)
 from jobstate.core.model import tracked_private
 from jobstate.errors import (
     ConcurrentUpdate,
@@ -309,7 +318,7 @@ def _put_all(store: Store, files: Mapping[str, bytes | None]) -> None:
             new_dirs.setdefault(directory, {})[leaf] = data
             in_new.add(rel)
     for directory, content in new_dirs.items():
-        year = store.path(directory).parent.parent
+        year = store.path(year_dir(directory.rpartition("/")[2]))
         if year.is_dir() and not year.is_symlink():
             # before the episode directory appears: Store.state_mtime watches years only; a year we may not
             # touch (another owner's) leaves the retry's own period walk (uncommitted_episodes) to find it
