@@ -20,7 +20,8 @@ from jobstate.paid.approval import approve, complete
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import paid_step
 from jobstate.review.diff import ALARM_ORDER, diff
-from jobstate.review.verify import Report, verify
+from jobstate.review.verify import verify
+from jobstate.review.verify_report import Report
 from jobstate.store.init import init
 from jobstate.store.store import Store
 

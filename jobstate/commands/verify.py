@@ -8,8 +8,8 @@ from jobstate.commands._output import note, print_json
 from jobstate.errors import STATE_INVALID, VERIFY_PROBLEMS
 from jobstate.review import escape
 from jobstate.review.annotations import github_annotations
-from jobstate.review.verify import Report
 from jobstate.review.verify import verify as verify_state
+from jobstate.review.verify_report import Report
 from jobstate.store.store import repo_path
 
 

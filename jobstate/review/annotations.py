@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from jobstate.review.problem import Problem
-from jobstate.review.verify import Report
+from jobstate.review.verify_report import Report
 from jobstate.store.snapshot import Revision, Snapshot, WorkTree, locate
 from jobstate.store.yamlio import key_line
 

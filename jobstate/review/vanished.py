@@ -10,15 +10,17 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.core.layout import PRIVATE, RETIRED, describes_episode, is_retired_path
+from jobstate.core.layout import PRIVATE, RETIRED, describes_episode, episode_dir, is_retired_path
 from jobstate.core.records import episode_from_yaml_dict
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanished, vanished_text
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.head import tracked_in_work_tree
+from jobstate.review.problem import Problem
+from jobstate.review.verify_report import Report
 from jobstate.store.catalog import Catalog
 from jobstate.store.history import EPISODE_FILES as _EPISODES
-from jobstate.store.history import Event, branch_tips, episode_events, files_at, removing_commit
-from jobstate.store.snapshot import git_read
+from jobstate.store.history import Event, branch_tips, episode_events, episode_names, files_at, removing_commit
+from jobstate.store.snapshot import Revision, Snapshot, git_read
 from jobstate.store.yamlio import loads
 
 
@@ -148,3 +150,31 @@ def tombstones_at(cwd: Path, rev: str) -> dict[str, Tombstone]:
         except (StateInvalid, UsageError):
             continue
     return out
+
+
+def keys_at(cwd: Path, commit: str) -> dict[str, str | None]:
+    """The episodes ``commit`` has (ID -> key unknown): listed, not read, so a base costs one ls-tree."""
+    return dict.fromkeys(episode_names(cwd, commit), None)
+
+
+def check_vanished(cwd: Path, snap: Snapshot, report: Report, since: tuple[str, dict[str, str | None]] | None) -> None:
+    """Flag every episode the history had that is gone without a tombstone (git rm, a revert, a reset,
+    a merge that dropped it). In the work tree, the branch's reflog counts too (a reset keeps the old
+    tip there), and an episode HEAD has that the index or work tree lost is a staged deletion.
+
+    ``since``: a commit and the episodes (ID -> key) known up to it, from the base of ``--against``
+    or, in the work tree, the catalog (opened read-only); only the commits after it are walked."""
+    present = report.present
+    if isinstance(snap, Revision):
+        tips, in_head = [snap.commit], set()
+    else:
+        head = head_commit(cwd)
+        if head is None:
+            return
+        tips, in_head = [head, *reflog_tips(cwd)], episode_names(cwd, head)
+        # the index is what the next commit holds: a `git rm --cached` leaves the files in the work tree
+        present = present - index_deletions(cwd)
+        since = since or catalog_knowledge(cwd)
+    exclude, known = ([since[0]], since[1]) if since is not None else ([], {})
+    for gone in find_vanished(cwd, tips, present, report.retired, exclude=exclude, known=known, staged_from=in_head):
+        report.problems.append(Problem(episode_dir(gone.episode_id), gone.message))

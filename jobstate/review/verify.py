@@ -4,15 +4,14 @@ This is a read-only operation: it takes no lock, writes no cache and runs git
 with ``GIT_OPTIONAL_LOCKS=0``. It reads the work tree or, with a revision,
 Git objects only, so it works on a pull request head and in a bare clone.
 
-Longer than most modules on purpose: it is one pass of checks over one snapshot, and the
-checks share the collected facts and the problem list; split by kind, each piece would need both.
+The report it returns is ``review.verify_report``'s; the artifacts' hashes are checked in
+``review.verify_artifacts``, what vanished from history in ``review.vanished``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,7 +42,6 @@ from jobstate.core.model import (
     history_artifact_problems,
     tracked_private,
 )
-from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import is_period, parse_period
 from jobstate.core.preservation import compare
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
@@ -52,101 +50,20 @@ from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
 from jobstate.git.signing import signature_problems
-from jobstate.hashing import Progress
 from jobstate.review.changes import change_violations, changed_paths
 from jobstate.review.decisions import signed_decisions
 from jobstate.review.escape import shell_command
 from jobstate.review.merges import merge_findings
 from jobstate.review.problem import Problem, problems_of
 from jobstate.review.spending import check_budgets, check_settlement
-from jobstate.review.vanished import (
-    catalog_knowledge,
-    find_vanished,
-    head_commit,
-    index_deletions,
-    reflog_tips,
-)
-from jobstate.review.verify_lfs import check_pointers
+from jobstate.review.vanished import check_vanished, keys_at
+from jobstate.review.verify_artifacts import check_artifacts
+from jobstate.review.verify_report import Report
 from jobstate.store.config import Config, config_from_text
-from jobstate.store.history import episode_names
 from jobstate.store.snapshot import FLAT, ROOTS, TWICE, Revision, Snapshot, WorkTree, is_bare, locate
 from jobstate.store.yamlio import loads
 
 R = TypeVar("R")
-
-
-@dataclass
-class Report:
-    """The outcome of verify."""
-
-    source: str
-    episodes: int = 0
-    artifacts: int = 0
-    artifact_bytes: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    differences: list[str] = field(default_factory=list)
-    against: str | None = None
-    migrated: int = 0  # with against: the episodes a migration renamed, whose records must be kept exactly
-    present: set[str] = field(default_factory=set)  # names with a directory in state/ or a history file
-    retired: set[str] = field(default_factory=set)  # names with a tombstone
-    # with against: the paths changed since the base, and their episodes; a warning about anything
-    # else was there before the change under review, and --strict does not fail it
-    changed: tuple[frozenset[str], frozenset[str]] | None = None
-
-    def fails(self, problem: Problem, strict: bool) -> bool:
-        """Whether ``problem`` fails verify: an error always, a warning with ``strict`` when it is about
-        what changed (everything, without ``against``)."""
-        if problem.severity == "error":
-            return True
-        if not strict:
-            return False
-        if self.changed is None:
-            return True
-        paths, episodes = self.changed
-        parts = problem.path.split("/")
-        if parts[0] == STATE and len(parts) >= 2:
-            return (episode_of(problem.path) or ("",))[0] in episodes or problem.path in paths
-        if parts[0] == HISTORY or problem.path == CONFIG_FILE:
-            return problem.path in paths or (episode_of(problem.path) or ("",))[0] in episodes
-        return True  # a commit, the revision itself: what the range brought
-
-    def errors(self, strict: bool) -> list[Problem]:
-        """Problems that fail verify (warnings too with strict, those about what changed with against)."""
-        return [p for p in self.problems if self.fails(p, strict)]
-
-    def unreadable(self) -> bool:
-        """Whether some state could not be read at all (exit 7 rather than 1)."""
-        return any(p.unreadable for p in self.problems)
-
-    def ok(self, strict: bool) -> bool:
-        """Clean: no failing problem and no drift."""
-        return not self.errors(strict) and not self.differences
-
-    def summary(self, strict: bool) -> str:
-        """The last line of the human report."""
-        warnings = sum(1 for p in self.problems if not self.fails(p, strict))
-        failing = len(self.errors(strict)) + len(self.differences)
-        before = " (about what the change did not touch)" if strict else ""
-        extra = f", {warnings} warning{'s' if warnings != 1 else ''}{before}" if warnings else ""
-        return (
-            f"verify: {_count(self.episodes, 'episode')}, {_count(self.artifacts, 'artifact')} "
-            f"({_size(self.artifact_bytes)}), "
-            f"{failing} problem{'s' if failing != 1 else ''}{extra}"
-        )
-
-    def to_json(self, strict: bool) -> dict[str, Any]:
-        """Machine-readable report."""
-        return {
-            "ok": self.ok(strict),
-            "source": self.source,
-            "episodes": self.episodes,
-            "artifacts": self.artifacts,
-            "artifact_bytes": self.artifact_bytes,
-            "problems": [p.to_json(self.fails(p, strict)) for p in self.problems],
-            "against": self.against,
-            "migrated": self.migrated,
-            "differences": self.differences,
-        }
 
 
 def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
@@ -159,17 +76,6 @@ def _load(snap: Snapshot, path: str, problems: list[Problem]) -> Any:
     except OSError as exc:
         problems.append(Problem(path, f"cannot read: {exc}", unreadable=True))
     return None
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
 
 
 def collect(
@@ -243,7 +149,7 @@ def collect(
     acknowledgements = _acknowledgements(snap, files, problems)
     check_budgets(None if config is None else config.budget, facts, problems, acknowledgements)
     report.episodes = len(facts)
-    _check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
+    check_artifacts(snap, files, to_hash, report, hash_artifacts=hash_artifacts, workers=workers)
     return facts, report
 
 
@@ -480,86 +386,10 @@ def _check_uniqueness(facts: dict[str, EpisodeRecords], problems: list[Problem],
             problems.append(Problem(episode_dir(names[-1]), problem))
 
 
-def _check_artifacts(
-    snap: Snapshot,
-    files: dict[str, Any],
-    wanted: list[tuple[str, str, tuple[str, int | None]]],
-    report: Report,
-    *,
-    hash_artifacts: bool,
-    workers: int | None,
-) -> None:
-    entries = []
-    for name, rel, _expected in wanted:
-        path = f"{episode_dir(name)}/{rel}"
-        try:
-            validate_artifact_path(rel)
-        except UsageError as exc:
-            report.problems.append(Problem(path, str(exc)))
-            continue
-        entry = files.get(path)
-        if entry is None:
-            report.problems.append(Problem(path, "recorded artifact is missing"))
-        elif not entry.symlink:  # a symlink is flagged with every file jobstate never writes
-            entries.append(entry)
-    report.artifacts = len(wanted)
-    report.artifact_bytes = sum(e.size for e in entries)
-    if not hash_artifacts or not entries:
-        return
-    expected = {f"{episode_dir(name)}/{rel}": exp for name, rel, exp in wanted}
-    by_pointer, findings = check_pointers(snap, entries, expected)
-    report.problems.extend(Problem(*finding) for finding in findings)
-    entries = [e for e in entries if e.path not in by_pointer]
-    if not entries:
-        return
-    progress = Progress(report.artifact_bytes)
-    try:
-        digests = snap.hash(entries, workers, progress)
-    finally:
-        progress.finish()
-    for path, found in sorted(digests.items()):
-        if isinstance(found, OSError):
-            report.problems.append(Problem(path, f"cannot read artifact: {found}"))
-            continue
-        want_sha, want_size = expected[path]
-        if found[0] != want_sha:
-            report.problems.append(Problem(path, f"sha256 {found[0][:16]}… does not match recorded {want_sha[:16]}…"))
-        elif want_size is not None and found[1] != want_size:
-            report.problems.append(Problem(path, f"size {found[1]} does not match recorded {want_size}"))
-
-
 def _check_clean(cwd: Path, report: Report) -> None:
     for code, path in GitRepo(cwd).status(*ROOTS):
         what = "untracked" if code == "??" else "uncommitted change"
         report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
-
-
-def _keys_at(cwd: Path, commit: str) -> dict[str, str | None]:
-    """The episodes ``commit`` has (ID -> key unknown): listed, not read, so a base costs one ls-tree."""
-    return dict.fromkeys(episode_names(cwd, commit), None)
-
-
-def _check_vanished(cwd: Path, snap: Snapshot, report: Report, since: tuple[str, dict[str, str | None]] | None) -> None:
-    """Flag every episode the history had that is gone without a tombstone (git rm, a revert, a reset,
-    a merge that dropped it). In the work tree, the branch's reflog counts too (a reset keeps the old
-    tip there), and an episode HEAD has that the index or work tree lost is a staged deletion.
-
-    ``since``: a commit and the episodes (ID -> key) known up to it, from the base of ``--against``
-    or, in the work tree, the catalog (opened read-only); only the commits after it are walked."""
-    present = report.present
-    if isinstance(snap, Revision):
-        tips, in_head = [snap.commit], set()
-    else:
-        head = head_commit(cwd)
-        if head is None:
-            return
-        tips, in_head = [head, *reflog_tips(cwd)], episode_names(cwd, head)
-        # the index is what the next commit holds: a `git rm --cached` leaves the files in the work tree
-        present = present - index_deletions(cwd)
-        since = since or catalog_knowledge(cwd)
-    exclude, known = ([since[0]], since[1]) if since is not None else ([], {})
-    for gone in find_vanished(cwd, tips, present, report.retired, exclude=exclude, known=known, staged_from=in_head):
-        report.problems.append(Problem(episode_dir(gone.episode_id), gone.message))
 
 
 def verify(
@@ -615,10 +445,10 @@ def verify(
         report.problems += [Problem(v.record, f"{v.kind}: {v.message}") for v in violations]
         report.problems += [Problem(rev or "HEAD", note, "warning") for note in notes]
         # the base was checked when it was made: only what it had and the commits since are looked at
-        since: tuple[str, dict[str, str | None]] | None = (base_snap.commit, _keys_at(cwd, base_snap.commit))
+        since: tuple[str, dict[str, str | None]] | None = (base_snap.commit, keys_at(cwd, base_snap.commit))
     else:
         since = None
-    _check_vanished(cwd, snap, report, since)
+    check_vanished(cwd, snap, report, since)
     tip_commit = snap.commit if isinstance(snap, Revision) else "HEAD"
     found = merge_findings(cwd, since[0] if since else None, tip_commit, work_tree=rev is None)
     report.problems += [Problem(episode_dir(eid), text) for eid, text in found]

@@ -235,7 +235,7 @@ class Store:
         """The mtimes of state/ and of its year directories, valid only for the commit they were seen
         with (a reset changes what is committed). A new year or period directory changes one of them;
         jobstate touches the year directory before it creates an episode directory in an existing period
-        (transaction._put_all), so a killed allocate's directory changes one too, while the cost stays
+        (undo.put_all), so a killed allocate's directory changes one too, while the cost stays
         one stat per year, not per period, however many episodes there are. What the mtimes miss, an
         allocation still finds in its own period (worktree.uncommitted_episodes)."""
         digest = hashlib.sha256(str((self.root / STATE).stat().st_mtime_ns).encode())

@@ -9,9 +9,8 @@ decided again on the new state, a bounded number of times with jittered
 backoff. A marker written before the branch moves lets the next command finish
 the work tree and the index after a kill.
 
-Longer than most modules on purpose: the lock, the repair of an interrupted change, the remote
-sync, the commit and the undo share one set of markers and one order of steps; split, the order
-that makes a kill at any point repairable would be spread over files.
+The work tree's writes, their undo record and the pending marker's repair are ``store.undo``'s; the
+order of the steps, which makes a kill at any point repairable, is here.
 """
 
 from __future__ import annotations
@@ -25,24 +24,18 @@ import shlex
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Generic, TypeVar
 
-from jobstate.atomic import atomic_dir, atomic_write, is_temp_name
 from jobstate.core import advice
 from jobstate.core.inputs import env_number
 from jobstate.core.layout import (
     CONFIG_FILE,
-    HISTORY,
     PRIVATE,
-    STATE,
     describes_episode,
-    episode_dir,
     episode_of,
-    year_dir,
 )
 from jobstate.core.model import tracked_private
 from jobstate.errors import (
@@ -63,6 +56,16 @@ from jobstate.store.marks import advance
 from jobstate.store.private import checked_path, read_private, refuse_tracked
 from jobstate.store.remote_tip import check_remote_tip, record_remote_tip
 from jobstate.store.store import REMOTE_UNSURE, Store
+from jobstate.store.undo import (
+    Pending,
+    put_all,
+    remove_temp_files,
+    restore,
+    undo_unlanded,
+    update_work_tree,
+    write_json,
+    write_undo,
+)
 from jobstate.store.worktree import fresh_catalog, rows_from_blobs, uncommitted_episodes
 
 T = TypeVar("T")
@@ -77,16 +80,6 @@ class StateChange(Generic[T]):
     result: T
     files: dict[str, bytes | None] = field(default_factory=dict)
     message: str = ""
-
-
-@dataclass(frozen=True)
-class Pending:
-    """What a change that may have been interrupted left to finish."""
-
-    commit: str
-    paths: list[str]
-    renames: list[list[str]] = field(default_factory=list)
-    materialize: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -118,13 +111,6 @@ def sync(store: Store) -> None:
         sync_remote(store)
 
 
-def _write_json(path: os.PathLike[str], value: object) -> None:
-    target = Path(path)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value), encoding="utf-8")
-    os.replace(tmp, target)
-
-
 def _index_lock(store: Store) -> IndexLock:
     return IndexLock(store.git, store.private / "index-lock.json", wait=store.lock_timeout)
 
@@ -147,10 +133,10 @@ def finish_pending(store: Store) -> None:
             with _index_lock(store) as index:
                 update_work_tree(store, pending, {})
                 _update_index(index, pending.paths)
-            _remove_temp_files(store, pending.paths)
+            remove_temp_files(store, pending.paths)
         # else the commit never landed here; the undo record below puts the files back
         marker.unlink()
-    _undo_unlanded(store)
+    undo_unlanded(store)
 
 
 def _checked_pending(store: Store, pending: Pending) -> Pending:
@@ -213,153 +199,6 @@ def _update_index(index: IndexLock, paths: list[str]) -> None:
         )
 
 
-def _write_undo(store: Store, before: Mapping[str, bytes | None], after: Mapping[str, bytes | None]) -> None:
-    """Record, before the work tree changes, how to put it back if the change does not land."""
-    undo = {}
-    for rel, old in before.items():
-        new = after[rel]
-        if old is None and rel.startswith(f"{STATE}/") and describes_episode(rel):
-            continue  # a new episode file: if its commit never lands, allocate recovers it as it is
-        old_sha = None if old is None else store.git.write_object(b"blob", old)
-        undo[rel] = [old_sha, None if new is None else store.git.blob_sha(new)]
-    if undo:
-        _write_json(store.private / "undo.json", undo)
-
-
-def _undo_unlanded(store: Store) -> None:
-    path = store.private / "undo.json"
-    data = read_private(store, path)
-    if data is None:
-        return
-    try:
-        undo = json.loads(data)
-    except ValueError:
-        undo = {}
-    undo = _checked_undo(store, undo)
-    if undo and store.git.head_commit() is not None:
-        landed = _landed(store, {rel: new_sha for rel, (_old_sha, new_sha) in undo.items()})
-        for rel, (old_sha, _new_sha) in undo.items():
-            if rel not in landed:
-                _put(store, rel, None if old_sha is None else store.git.read_object(old_sha)[1])
-        _remove_temp_files(store, undo)
-    path.unlink()
-
-
-def _checked_undo(store: Store, undo: object) -> dict[str, list[str | None]]:
-    """An undo record as jobstate writes it (path -> [old blob, new blob]); a path that is not safe to
-    write, or a value that is no pair of blob IDs, is refused: the record was not jobstate's."""
-    source = f"{PRIVATE}/undo.json"
-    if not isinstance(undo, dict):
-        undo = {}
-    for rel, value in undo.items():
-        checked_path(store, rel, source)
-        if not (
-            isinstance(value, list)
-            and len(value) == 2
-            and all(v is None or (isinstance(v, str) and _SHA.fullmatch(v)) for v in value)
-        ):
-            raise DirtyState(
-                f"{source} maps {shlex.quote(rel)} to no pair of blob IDs: jobstate never writes such a record, "
-                "so it was not followed; look at it, then move it away (nothing was changed)"
-            )
-    return undo
-
-
-def _remove_temp_files(store: Store, paths: Iterable[str]) -> None:
-    """Remove the temp files that killed atomic writes of ``paths`` left beside them. Under the lock only the
-    change being repaired wrote there, so such a file is its own, never recorded: left, it would make the tree
-    dirty for good and the next init or migrate refuse it as a file jobstate did not write."""
-    for directory in sorted({store.path(rel).parent for rel in paths}):
-        try:
-            entries = list(os.scandir(directory))
-        except OSError:
-            continue
-        for entry in entries:
-            if is_temp_name(entry.name) and entry.is_file(follow_symlinks=False):
-                os.unlink(entry.path)
-
-
-def _landed(store: Store, new: Mapping[str, str | None]) -> set[str]:
-    """The paths whose new content (a blob ID; None: deleted) HEAD already has."""
-    head = store.git.head_commit()
-    if not new or head is None:
-        return set()
-    in_head = {p: sha for _mode, sha, p in store.git.ls_tree(head, *new)}
-    return {rel for rel, sha in new.items() if in_head.get(rel) == sha}
-
-
-def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, bytes | None]) -> None:
-    """Make the work tree match a landed commit: renames first, then files as the commit has them."""
-    for old, new in pending.renames:
-        if store.path(old).exists() and not store.path(new).exists():
-            store.path(new).parent.mkdir(parents=True, exist_ok=True)
-            os.replace(store.path(old), store.path(new))
-    if not pending.materialize:
-        return
-    missing = [p for p in pending.materialize if p not in contents]
-    wanted = {rel: contents[rel] for rel in pending.materialize if rel in contents}
-    if missing:
-        in_commit = {path: sha for _mode, sha, path in store.git.ls_tree(pending.commit, *missing)}
-        with store.git.object_reader() as read:
-            for rel in missing:
-                wanted[rel] = read(in_commit[rel])[1] if rel in in_commit else None
-    _put_all(store, {rel: wanted[rel] for rel in pending.materialize})
-
-
-def _put_all(store: Store, files: Mapping[str, bytes | None]) -> None:
-    """``_put`` each file; a new episode directory appears whole or not at all (``atomic_dir``): a kill
-    between its mkdir and its first file would leave an empty state/<id>/ that no command can tell from a
-    directory a user made."""
-    new_dirs: dict[str, dict[str, bytes]] = {}
-    in_new: set[str] = set()
-    for rel, data in files.items():
-        directory, leaf = _new_episode_file(store, rel)
-        if data is not None and directory is not None:
-            new_dirs.setdefault(directory, {})[leaf] = data
-            in_new.add(rel)
-    for directory, content in new_dirs.items():
-        year = store.path(year_dir(directory.rpartition("/")[2]))
-        if year.is_dir() and not year.is_symlink():
-            # before the episode directory appears: Store.state_mtime watches years only; a year we may not
-            # touch (another owner's) leaves the retry's own period walk (uncommitted_episodes) to find it
-            with contextlib.suppress(PermissionError):
-                os.utime(year)
-        atomic_dir(store.path(directory), content)
-    for rel, data in files.items():
-        if rel not in in_new:
-            _put(store, rel, data)
-
-
-def _new_episode_file(store: Store, rel: str) -> tuple[str | None, str]:
-    """(its episode directory, its name there) when ``rel`` is a file directly in an episode directory
-    that does not exist yet; (None, "") otherwise."""
-    found = episode_of(rel)
-    if found is None or found[1] in ("", HISTORY) or "/" in found[1]:
-        return None, ""
-    directory = episode_dir(found[0])
-    if rel != f"{directory}/{found[1]}" or store.path(directory).exists():
-        return None, ""
-    return directory, found[1]
-
-
-def _put(store: Store, rel: str, data: bytes | None) -> None:
-    """Make the work-tree file ``rel`` hold ``data`` (None: not exist), writing only when it differs."""
-    target = store.path(rel)
-    if data is None:
-        if target.exists():
-            target.unlink()
-            _remove_empty_dirs(store, target.parent)
-    elif not target.is_file() or target.read_bytes() != data:
-        atomic_write(target, data)
-
-
-def _remove_empty_dirs(store: Store, directory: os.PathLike[str]) -> None:
-    here = Path(directory)
-    while here != store.root and here.is_dir() and not any(here.iterdir()):
-        here.rmdir()
-        here = here.parent
-
-
 def commit(
     store: Store,
     cat: Catalog | None,
@@ -402,7 +241,7 @@ def commit(
     with _index_lock(store) as index:
         index_before = (parent, index_key(git))  # under index.lock: no other git writes the index now
         # written before any branch moves: a kill after that is finished by the next command
-        _write_json(marker, asdict(pending))
+        write_json(marker, asdict(pending))
         pushed = False
         try:
             pushed = remote is None or git.push(remote, new, ref, expect=parent, timeout=store.remote_timeout)
@@ -477,21 +316,21 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
             if CONFIG_FILE not in change.files:
                 _refuse_uncommitted_settings(store)
             before = {rel: store.path(rel).read_bytes() if store.path(rel).is_file() else None for rel in change.files}
-            _write_undo(store, before, change.files)  # a kill from here on is undone by the next command
+            write_undo(store, before, change.files)  # a kill from here on is undone by the next command
             try:
-                _put_all(store, change.files)
+                put_all(store, change.files)
                 landed = commit(store, cat, change.files, change.message) is not None
             except BaseException:
                 # refused, unreachable or interrupted: finish what landed, put back what did not
                 with contextlib.suppress(Exception):
                     finish_pending(store)
                 with contextlib.suppress(Exception):
-                    _restore(store, before, unless_in_head=change.files)
+                    restore(store, before, unless_in_head=change.files)
                 raise
             if landed:
                 (store.private / "undo.json").unlink(missing_ok=True)
                 return change.result
-            _restore(store, before)  # lost the compare-and-swap: decide again on the new state
+            restore(store, before)  # lost the compare-and-swap: decide again on the new state
             (store.private / "undo.json").unlink(missing_ok=True)
         if trust:
             trust = False  # the remote moved since we last saw it: fetch at once, no backoff yet
@@ -515,18 +354,6 @@ def _refuse_uncommitted_settings(store: Store) -> None:
             f"{CONFIG_FILE} differs from HEAD and decisions read it: {advice.commit_or_restore(CONFIG_FILE)}; "
             "nothing was written"
         )
-
-
-def _restore(
-    store: Store, before: Mapping[str, bytes | None], unless_in_head: Mapping[str, bytes | None] | None = None
-) -> None:
-    """Put files back exactly as they were before a change that did not land; with
-    ``unless_in_head``, keep each file whose new content HEAD already has."""
-    new = {rel: None if data is None else store.git.blob_sha(data) for rel, data in (unless_in_head or {}).items()}
-    landed = _landed(store, new)
-    for rel, old in before.items():
-        if rel not in landed:
-            _put(store, rel, old)
 
 
 def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip: bool = False) -> None:
@@ -588,7 +415,7 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
     pending = Pending(tip, sorted(changed), [], sorted(changed))
     marker = store.private / "pending.json"
     with _index_lock(store) as index:
-        _write_json(marker, asdict(pending))
+        write_json(marker, asdict(pending))
         if not git.update_ref(ref, tip, head, f"jobstate: fast-forward to {remote}", wait=store.lock_timeout):
             marker.unlink()
             raise ConcurrentUpdate(f"{ref} moved locally while jobstate fast-forwarded it to {remote}; retry")
