@@ -76,7 +76,7 @@ def test_one_command_parser_gives_the_same_help_as_the_whole_parser(
 def test_help_is_as_wide_as_argparse_would_make_it(columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from jobstate.main import _columns
+    from jobstate.arguments import _columns
 
     monkeypatch.setenv("COLUMNS", columns)
     assert _columns() == shutil.get_terminal_size().columns
