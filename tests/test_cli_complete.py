@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.arguments import build_parser
 from jobstate.core.layout import CONFIG_FILE
-from jobstate.main import build_parser, main
+from jobstate.main import main
 from jobstate.store.lock import FileLock
 
 from .conftest import git, run_cli

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.main import build_parser
+from jobstate.arguments import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jobstate.main import COMMANDS, build_parser
+from jobstate.arguments import build_parser
+from jobstate.main import COMMANDS
 
 from .conftest import run_cli
 
