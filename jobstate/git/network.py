@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import time
 from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
@@ -32,6 +33,8 @@ from jobstate.git.runner import first_error_line, git_env
 
 if TYPE_CHECKING:
     import subprocess
+
+    from jobstate.git.repo import GitRepo
 
 # ssh keep-alives unanswered before ssh gives up: the interval is a third of the deadline
 _ALIVE_COUNT = 3
@@ -278,3 +281,58 @@ def push_landed(outcome: Outcome, where: str, commit: str, ref: str) -> bool:
     raise RemoteUnavailable(
         f"cannot push to {where}: {failure_line(outcome.stderr)}{remote_reasons(outcome.stderr)}; nothing was changed"
     )
+
+
+def _remote_child(
+    git: GitRepo, remote: str, *args: str, timeout: float, push_ref: str | None = None
+) -> tuple[Outcome, str]:
+    """Run a git child that talks to ``remote``, bounded by ``timeout``; its outcome, and the remote
+    as messages name it."""
+    url, configured, variant = git.remote_config(remote)
+    ssh = ssh_command(configured, variant, timeout)
+    env = network_env(timeout, ssh)
+    started = time.time()
+    outcome = run_bounded(git.root, *args, deadline=timeout, env=env, trace_push_ref=push_ref)
+    if outcome.timed_out:
+        _remove_killed_tracking_locks(git, remote, started)
+    return outcome, f"{remote} ({inert(without_credentials(url))})"
+
+
+def _remove_killed_tracking_locks(git: GitRepo, remote: str, since: float) -> None:
+    """Remove the remote-tracking ref locks that the git child we just ended left (made after it started)."""
+    if git.reftable:
+        return
+    for lock in (git.common_dir / "refs" / "remotes" / remote).glob("**/*.lock"):
+        with suppress(OSError):
+            if lock.stat().st_mtime >= since - 1:
+                lock.unlink()
+
+
+def fetch(git: GitRepo, remote: str, ref: str, *, timeout: float) -> str | None:
+    """Fetch ``ref`` from ``remote`` within ``timeout`` seconds; its tip, or None when the remote
+    has no such branch."""
+    branch = ref.removeprefix("refs/heads/")
+    tracking = f"refs/remotes/{remote}/{branch}"
+    outcome, where = _remote_child(
+        git, remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}", timeout=timeout
+    )
+    if fetch_failed(outcome, where, branch):
+        return None
+    return git.resolve_ref(tracking)
+
+
+def push(git: GitRepo, remote: str, commit: str, ref: str, expect: str | None = None, *, timeout: float) -> bool:
+    """Push ``commit`` as ``ref`` on ``remote`` within ``timeout`` seconds; False when rejected as
+    not a fast-forward.
+
+    With ``expect`` (``commit``'s parent), the push is a compare-and-swap: the
+    remote takes it only while its ``ref`` is exactly ``expect``, so the update
+    is always a fast-forward and a remote that went backwards is noticed too.
+    A push whose update left for the server but whose answer never came (a lost
+    connection, the deadline) is RemoteOutcomeUnknown: it may have landed.
+    """
+    lease = [f"--force-with-lease={ref}:{expect}"] if expect else []
+    outcome, where = _remote_child(
+        git, remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}", timeout=timeout, push_ref=ref
+    )
+    return push_landed(outcome, where, commit, ref)

@@ -26,14 +26,13 @@ from jobstate.errors import GitError, GitLockHeld, NotInitialized, UsageError
 from jobstate.git.attributes import filtered_blobs
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
-from jobstate.git.runner import READ_ONLY_ENV, first_error_line, run_git, spawn_detached_git
+from jobstate.git.runner import READ_ONLY_ENV, argv_parts, first_error_line, run_git, spawn_detached_git
 from jobstate.git.settings import CommitSettings, gc_due, read_commit_settings
 from jobstate.git.signing import signed_commit
 
 if TYPE_CHECKING:
     import subprocess
 
-    from jobstate.git.network import Outcome
 
 _Reader = Callable[[str], tuple[bytes, bytes]]
 _LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
@@ -414,8 +413,8 @@ class GitRepo:
         spawn_detached_git(self.root, "gc", "--auto", "--quiet")
 
     # ------------------------------------------------------------------ remotes
-    def _remote_config(self, remote: str) -> tuple[str, str | None]:
-        """(the remote's URL; the ssh command configured for it), read once."""
+    def remote_config(self, remote: str) -> tuple[str, str | None, str | None]:
+        """(the remote's URL; the ssh command configured for it; ssh.variant), read once."""
         if self._net is None:
             # one git process: the remotes and the ssh settings, as git resolves the configuration
             proc = self.run("config", "-z", "--list", check=False)
@@ -426,70 +425,13 @@ class GitRepo:
         url = self._net.get(f"remote.{remote}.url")
         if url is None:
             raise UsageError(f"no git remote named {remote!r} in {self.root}: add it with git remote add {remote} URL")
-        return url, self._net.get("core.sshcommand")
-
-    def _remote_child(
-        self, remote: str, *args: str, timeout: float, push_ref: str | None = None
-    ) -> tuple[Outcome, str]:
-        """Run a git child that talks to ``remote``, bounded by ``timeout``; its outcome, and the remote
-        as messages name it."""
-        from jobstate.git import network  # noqa: PLC0415 - start-up: a lock-free retry talks to no remote
-
-        url, configured = self._remote_config(remote)
-        ssh = network.ssh_command(configured, self._net.get("ssh.variant") if self._net else None, timeout)
-        env = network.network_env(timeout, ssh)
-        started = time.time()
-        outcome = network.run_bounded(self.root, *args, deadline=timeout, env=env, trace_push_ref=push_ref)
-        if outcome.timed_out:
-            self._remove_killed_tracking_locks(remote, started)
-        return outcome, f"{remote} ({network.inert(network.without_credentials(url))})"
-
-    def _remove_killed_tracking_locks(self, remote: str, since: float) -> None:
-        """Remove the remote-tracking ref locks that the git child we just ended left (made after it started)."""
-        if self.reftable:
-            return
-        for lock in (self.common_dir / "refs" / "remotes" / remote).glob("**/*.lock"):
-            with suppress(OSError):
-                if lock.stat().st_mtime >= since - 1:
-                    lock.unlink()
-
-    def fetch(self, remote: str, ref: str, *, timeout: float) -> str | None:
-        """Fetch ``ref`` from ``remote`` within ``timeout`` seconds; its tip, or None when the remote
-        has no such branch."""
-        branch = ref.removeprefix("refs/heads/")
-        tracking = f"refs/remotes/{remote}/{branch}"
-        outcome, where = self._remote_child(
-            remote, "fetch", "--quiet", "--no-tags", remote, f"+{ref}:{tracking}", timeout=timeout
-        )
-        from jobstate.git.network import fetch_failed  # noqa: PLC0415 - start-up: loaded by _remote_child
-
-        if fetch_failed(outcome, where, branch):
-            return None
-        return self.resolve_ref(tracking)
-
-    def push(self, remote: str, commit: str, ref: str, expect: str | None = None, *, timeout: float) -> bool:
-        """Push ``commit`` as ``ref`` on ``remote`` within ``timeout`` seconds; False when rejected as
-        not a fast-forward.
-
-        With ``expect`` (``commit``'s parent), the push is a compare-and-swap: the
-        remote takes it only while its ``ref`` is exactly ``expect``, so the update
-        is always a fast-forward and a remote that went backwards is noticed too.
-        A push whose update left for the server but whose answer never came (a lost
-        connection, the deadline) is RemoteOutcomeUnknown: it may have landed.
-        """
-        lease = [f"--force-with-lease={ref}:{expect}"] if expect else []
-        outcome, where = self._remote_child(
-            remote, "push", "--porcelain", "--quiet", *lease, remote, f"{commit}:{ref}", timeout=timeout, push_ref=ref
-        )
-        from jobstate.git.network import push_landed  # noqa: PLC0415 - start-up: loaded by _remote_child
-
-        return push_landed(outcome, where, commit, ref)
+        return url, self._net.get("core.sshcommand"), self._net.get("ssh.variant")
 
     # ------------------------------------------------------------------ reading
     def ls_tree(self, rev: str, *paths: str) -> list[tuple[str, str, str]]:
         """(mode, sha, path) of every blob under ``paths`` at ``rev``. Read-only."""
         listing = b"".join(
-            self.run("ls-tree", "-r", "-z", "--full-tree", rev, "--", *part).stdout for part in _argv_parts(paths)
+            self.run("ls-tree", "-r", "-z", "--full-tree", rev, "--", *part).stdout for part in argv_parts(paths)
         )
         out = []
         for item in listing.split(b"\0"):
@@ -526,7 +468,7 @@ class GitRepo:
                 *part,
                 env=READ_ONLY_ENV,
             ).stdout
-            for part in _argv_parts(paths)
+            for part in argv_parts(paths)
         )
         out = []
         for item in listing.split(b"\0"):
@@ -547,19 +489,3 @@ def _under(path: str, directories: Mapping[str, object]) -> bool:
     """Whether ``path`` is one of ``directories`` or inside one."""
     parts = path.split("/")
     return any("/".join(parts[:i]) in directories for i in range(1, len(parts) + 1))
-
-
-def _argv_parts(paths: tuple[str, ...], limit: int = 64 * 1024) -> list[tuple[str, ...]]:
-    """Pathspecs in parts a command line can hold, at most ``limit`` bytes each (a migration names every
-    episode: 100,000 paths are past the system's limit); no paths stays one part, meaning everything."""
-    parts: list[tuple[str, ...]] = []
-    part: list[str] = []
-    size = 0
-    for path in paths:
-        length = len(path.encode("utf-8", "surrogateescape")) + 1
-        if part and size + length > limit:
-            parts.append(tuple(part))
-            part, size = [], 0
-        part.append(path)
-        size += length
-    return [*parts, tuple(part)]  # no paths: one empty part

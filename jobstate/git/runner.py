@@ -125,3 +125,19 @@ def spawn_detached_git(cwd: Path, *args: str) -> None:
             env=git_env(),
             check=False,
         )
+
+
+def argv_parts(paths: tuple[str, ...], limit: int = 64 * 1024) -> list[tuple[str, ...]]:
+    """Pathspecs in parts a command line can hold, at most ``limit`` bytes each (a migration names every
+    episode: 100,000 paths are past the system's limit); no paths stays one part, meaning everything."""
+    parts: list[tuple[str, ...]] = []
+    part: list[str] = []
+    size = 0
+    for path in paths:
+        length = len(path.encode("utf-8", "surrogateescape")) + 1
+        if part and size + length > limit:
+            parts.append(tuple(part))
+            part, size = [], 0
+        part.append(path)
+        size += length
+    return [*parts, tuple(part)]  # no paths: one empty part

@@ -48,6 +48,7 @@ from jobstate.errors import (
 )
 from jobstate.git.head import blob_at, carry_tracked, index_key
 from jobstate.git.index import IndexLock
+from jobstate.git.network import fetch, push
 from jobstate.git.objects import TreeEdit
 from jobstate.git.repoconfig import converted_by_git
 from jobstate.store.catalog import Catalog
@@ -244,7 +245,7 @@ def commit(
         write_json(marker, asdict(pending))
         pushed = False
         try:
-            pushed = remote is None or git.push(remote, new, ref, expect=parent, timeout=store.remote_timeout)
+            pushed = remote is None or push(git, remote, new, ref, expect=parent, timeout=store.remote_timeout)
             moved = pushed and git.update_ref(
                 ref, new, parent, "jobstate: " + message.splitlines()[0], wait=store.lock_timeout
             )
@@ -375,7 +376,7 @@ def sync_remote(store: Store, *, drop_uncommitted: bool = True, trust_remote_tip
         tip: str | None = head
         check_remote_tip(store, remote, ref, head)  # a force-push made here by hand moved the tip too
     else:
-        tip = git.fetch(remote, ref, timeout=store.remote_timeout)
+        tip = fetch(git, remote, ref, timeout=store.remote_timeout)
         (store.private / REMOTE_UNSURE).unlink(missing_ok=True)  # the fetch settled a lost answer
         if tip is not None:
             check_remote_tip(store, remote, ref, tip)  # a rewritten remote is refused, never followed
