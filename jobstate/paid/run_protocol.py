@@ -5,20 +5,15 @@ environment; it reports through one JSON object in ``$JOBSTATE_RESULT``,
 which it may write early (as soon as the vendor accepted) and again at the end.
 It writes its outputs into ``$JOBSTATE_OUTPUT_DIR``, never into the episode directory.
 
-The command runs in its own session and inherits the step lock: killed jobstate or not, the
-step counts as running while the command lives. SIGTERM, SIGINT and SIGHUP that reach jobstate
-are passed on to the command's process group, and what it reports afterwards is recorded.
+How the command runs (its own session, the step lock inherited, signals passed on) is
+``paid.command``'s; what it reports afterwards is recorded here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shlex
-import signal
-import subprocess
-import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -34,6 +29,7 @@ from jobstate.core.records import AttemptState
 from jobstate.core.result import COST_FIELDS, REPORT_FIELDS, check_report
 from jobstate.core.rules_attempts import resolve_command
 from jobstate.errors import ChargeConflict, CommandFailed, DirtyState, JobstateError, SubmissionUnknown, UsageError
+from jobstate.paid.command import run_command
 from jobstate.paid.probe import probe_for, settle
 from jobstate.paid.resolution import resolve
 from jobstate.paid.step import PaidStep, paid_step
@@ -262,7 +258,7 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
     if step.remote_ref:
         notify(f"resuming remote task {step.remote_ref} of {step_name}")
     try:
-        returncode = _run_command(step, command, env)
+        returncode = run_command(step, command, env)
     except OSError as exc:
         step.not_submitted(f"command could not start: {exc.strerror}")
         # a shell's codes for the same: 127 not found, 126 found but not runnable
@@ -321,48 +317,6 @@ def _run(step: PaidStep, command: Sequence[str], notify: Callable[[str], None]) 
         elif not_submitted:
             state = "not accepted"
         raise CommandFailed(f"{command[0]} exited with {code}; step {step_name} is {state}", code)
-
-
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def _run_command(step: PaidStep, command: Sequence[str], env: dict[str, str]) -> int:
-    """Run CMD to its end; its return code (negative: the signal that killed it).
-
-    CMD gets its own session (a signal meant for jobstate's group does not reach it twice) and the
-    step lock's descriptor: flock locks belong to the open file description, so the step stays locked
-    while CMD lives, even after jobstate is killed. Signals jobstate receives meanwhile go to CMD's
-    group; jobstate waits for CMD to end, so what CMD reports on its way out is recorded.
-    """
-    lock = step.lock
-    started: list[subprocess.Popen[bytes]] = []
-    early: list[int] = []
-
-    def forward(signum: int, _frame: object) -> None:
-        if not started:
-            early.append(signum)  # before CMD exists: passed on as soon as it does
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(started[0].pid, signum)
-
-    main_thread = threading.current_thread() is threading.main_thread()  # handlers only exist there
-    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED} if main_thread else {}
-    try:
-        proc = subprocess.Popen(
-            list(command), env=env, start_new_session=True, pass_fds=() if lock is None else (lock.fileno(),)
-        )
-        started.append(proc)
-        if lock is not None:
-            lock.note(cmd_pid=proc.pid, cmd=shlex.join(command)[:500])
-        for signum in early:
-            forward(signum, None)
-        returncode = proc.wait()
-        if lock is not None:
-            lock.note(cmd_pid=None, cmd=None)  # ended: jobstate alone holds the lock while it records
-        return returncode
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _refuse_unreported_changes(store: Store, episode_id: str, step_name: str) -> None:
