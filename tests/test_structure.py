@@ -154,3 +154,13 @@ def test_git_knows_nothing_of_jobstates_layout() -> None:
             if any(word in text for word in ("state/", "history/", "episode.yaml", "approval.yaml", ".jobstate")):
                 offenders.append(f"{name}:{line} {text!r}")
     assert offenders == [], offenders
+
+
+def test_no_module_is_over_500_lines() -> None:
+    # a module past this holds more than one thing to read (issue 28): split it by what it holds
+    long = {
+        str(path.relative_to(PACKAGE.parent)): n
+        for path in PACKAGE.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > 500
+    }
+    assert not long, long
