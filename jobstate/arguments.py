@@ -393,6 +393,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text", help="output format")
     max_chars(p)
     p.add_argument("--strict", action="store_true", help="exit 1 when a change that should never happen is found")
+    p.add_argument(
+        "--approvers",
+        metavar="FILE",
+        help="allowed-signers file of who may decide: a decision whose commit (a merge's included) is not "
+        "signed by one of its keys is an alarm, by the rule verify --approvers applies",
+    )
 
     p = command("report", "episodes, statuses and spend per period (read-only)")
     p.add_argument("--rev", default="HEAD", help="report this revision, from Git objects (default HEAD)")

@@ -87,7 +87,7 @@ DISPATCH: dict[str, tuple[str, tuple[str, ...]]] = {
             "approvers",
         ),
     ),
-    "diff": ("diff", ("repo", "base", "rev", "fmt", "max_chars", "output", "strict")),
+    "diff": ("diff", ("repo", "base", "rev", "fmt", "max_chars", "output", "strict", "approvers")),
     "report": ("report", ("repo", "rev", "period", "since", "until", "fmt", "max_chars", "output")),
     "migrate": ("migrate", ("options", "dry_run", "check", "as_json")),
     "budget": ("budget", ("options", "period", "as_json", "action", "by", "reason")),

@@ -227,6 +227,14 @@ def test_an_approval_signed_outside_the_approvers_file_fails_verify(
     assert out.splitlines()[0].startswith(
         f"commit {sha[:12]}: error: records a decision but is not signed by a key of the approvers file"
     )
+    # diff applies the same rule to the same file: the outsider's key is trusted, but no approver's
+    code, out, _err = _jobstate(
+        signed_repo, capsys, "diff", base, "--strict", "--format", "json", "--approvers", str(file)
+    )
+    assert code == 1, out
+    (alarm,) = json.loads(out)["alarms"]
+    assert alarm["kind"] == "decision signer mismatch"
+    assert alarm["message"].startswith("records a decision but is not signed by a key of the approvers file")
 
 
 def test_diff_shows_the_verified_signer_and_a_mismatch_is_an_alarm(

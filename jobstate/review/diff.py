@@ -321,13 +321,13 @@ def _key_alarms(new: StateView, result: Diff) -> None:
     add_alarms(result, [])  # sorts them in
 
 
-def _signers(path: Path, base: str, rev: str, result: Diff) -> None:
+def _signers(path: Path, base: str, rev: str, result: Diff, approvers: Path | None) -> None:
     """Who signed each new decision: the commit that introduced it (a merge's own decisions included),
     verified with the repository's trust; the signer rule is ``core.rules_decisions.signer_problem``,
-    as ``verify --approvers`` applies it."""
+    as ``verify --approvers`` applies it (with ``approvers``, against that file's keys)."""
     if not (result.decisions or result.steps or result.completed):
         return  # no decision in the change: no commit to read
-    found = signed_decisions(locate(path), rev, base)
+    found = signed_decisions(locate(path), rev, base, approvers=approvers)
     by_decision = {(f.decided.episode, f.decided.what, f.decided.by, f.decided.at): f for f in found}
     for row in result.decisions:
         signed = by_decision.get((str(row["episode_id"]), row["status"], row["by"], row["at"]))
@@ -341,7 +341,9 @@ def _signers(path: Path, base: str, rev: str, result: Diff) -> None:
     result.alarms.sort(key=lambda a: ALARM_ORDER.index(a["kind"]) if a["kind"] in ALARM_ORDER else len(ALARM_ORDER))
 
 
-def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None) -> Diff:
+def diff(
+    path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None, approvers: Path | None = None
+) -> Diff:
     """What changed in state/ and history/ from ``base`` to ``rev``. This is a read-only operation."""
     old = read_state(path, base, progress=progress)
     new = read_state(path, rev, progress=progress)
@@ -362,7 +364,7 @@ def diff(path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = No
     add_alarms(result, tracked_private(Revision(locate(path), new.commit).tracked(PRIVATE)))
     result.unreadable += notes
     _removals(locate(path), old, new, result)
-    _signers(path, base, rev, result)
+    _signers(path, base, rev, result, approvers)
     if result.migrations:
         snap = Revision(locate(path), rev)
         try:
