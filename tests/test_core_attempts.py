@@ -135,7 +135,12 @@ _attempts = st.fixed_dictionaries(
     {"attempt": st.integers(1, 99), "state": st.sampled_from([s.value for s in AttemptState if s != "superseded"])},
     optional={
         "idempotency_key": _text,
-        "remote_ref": _text.filter(str.isprintable),  # what validate_remote_ref (the writer's rule) accepts
+        # what validate_remote_ref (the writer's rule) accepts; drawn so, not filtered (filter_too_much)
+        "remote_ref": st.text(
+            st.characters(codec="utf-8", exclude_categories=["Cs", "Cc", "Cf", "Co", "Cn", "Zl", "Zp", "Zs"]),
+            min_size=1,
+            max_size=20,
+        ).filter(str.isprintable),
         "reason": _text,
         "reservation": st.builds(
             lambda a, c: {"amount": a, "currency": c}, st.sampled_from(["0", "5", "12.40"]), st.sampled_from(["USD"])
