@@ -335,3 +335,37 @@ def test_non_utf8_key_says_so(repo: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 2
     assert "not valid UTF-8" in proc.stderr
+
+
+def test_an_episode_an_outside_commit_removed_is_found_in_its_period(store: Store, repo: Path) -> None:
+    """A commit from outside (a pull, a reset, a hand commit) that removes an episode but leaves its directory
+    makes it uncommitted; the catalog's refresh names its period, and the next allocation, in any period,
+    looks there and commits it again, as it does a killed allocate's."""
+    allocate(store, "k1", W32)
+    allocate(store, "k2", W33)
+    git(repo, "rm", "-rq", "--cached", episode_dir("2026-W32-0"))
+    git(repo, "commit", "-qm", "untrack an episode")
+    assert allocate(store, "k3", W33).episode_id == "2026-W33-1"
+    assert "state/2026/2026-W32/2026-W32-0/episode.yaml" in committed_files(repo)
+    assert "recover 2026-W32-0 for key 'k1'" in git(repo, "log", "-1", "--format=%B")
+    assert status(repo) == ""
+
+
+def test_an_outside_commit_costs_a_walk_of_what_it_changed_not_of_every_episode(store: Store, repo: Path) -> None:
+    """After a commit from outside that removed no episode (another host's, a hand edit of a README), an
+    allocation walks its own period only: a directory hidden from the mtimes in another period is not met
+    (the whole state used to be walked after any commit jobstate did not make: minutes at a million)."""
+    allocate(store, "k1", W32)
+    allocate(store, "k2", parse_period("2026-W40"))
+    year = repo / "state" / "2026"
+    seen = year.stat()
+    _write_episode(repo, "2026-W40-1", "orphan")
+    os.utime(year, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    (repo / "README").write_text("notes\n")
+    git(repo, "add", "README")
+    git(repo, "commit", "-qm", "notes")
+    assert allocate(store, "k3", W33).episode_id == "2026-W33-0"
+    assert "state/2026/2026-W40/2026-W40-1/episode.yaml" not in committed_files(repo)
+    result = allocate(store, "orphan", parse_period("2026-W40"))  # its retry still finds it
+    assert (result.episode_id, result.recovered) == ("2026-W40-1", True)
+    assert status(repo) == ""

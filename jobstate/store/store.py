@@ -231,18 +231,18 @@ class Store:
             return self._remote or None
         return os.environ.get("JOBSTATE_REMOTE") or self.config.remote
 
-    def state_mtime(self, head: str | None) -> str:
-        """The mtimes of state/ and of its year directories, valid only for the commit they were seen
-        with (a reset changes what is committed). A new year or period directory changes one of them;
-        jobstate touches the year directory before it creates an episode directory in an existing period
-        (undo.put_all), so a killed allocate's directory changes one too, while the cost stays
-        one stat per year, not per period, however many episodes there are. What the mtimes miss, an
-        allocation still finds in its own period (worktree.uncommitted_episodes)."""
+    def state_mtime(self) -> str:
+        """The mtimes of state/ and of its year directories. A new year or period directory changes one of
+        them; jobstate touches the year directory before it creates an episode directory in an existing
+        period (undo.put_all), so a killed allocate's directory changes one too, while the cost stays one
+        stat per year, not per period, however many episodes there are. What a commit from outside
+        changes (a pull, a reset) the catalog's refresh names by period (worktree.uncommitted_episodes),
+        and what the mtimes miss an allocation still finds in its own period."""
         digest = hashlib.sha256(str((self.root / STATE).stat().st_mtime_ns).encode())
         for year in _entries(self.root / STATE):
             if is_year_dir(year.name):
                 digest.update(f"{year.name}:{year.stat(follow_symlinks=False).st_mtime_ns}".encode())
-        return f"{head or ''}:{digest.hexdigest()[:32]}"
+        return digest.hexdigest()[:32]
 
     # ----------------------------------------------------------------- reading
     def episode(self, episode_id: str) -> Episode:

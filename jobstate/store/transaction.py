@@ -281,7 +281,7 @@ def commit(
                     remove.append(path)
                 else:
                     add.extend(rows_from_blobs(store, [(store.git.blob_sha(data), path)]))
-            cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime(new))
+            cat.update(head=new, add=add, remove=remove, state_mtime=store.state_mtime())
         _update_index(index, pending.paths)
         carry_tracked(git, index_before, new, pending.paths)
     marker.unlink()

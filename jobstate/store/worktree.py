@@ -34,6 +34,8 @@ from jobstate.store.history import branch_tips, episode_events, files_at
 from jobstate.store.store import Store, walk_state
 from jobstate.store.yamlio import load_file, loads
 
+_ALL = "*"  # the catalog's ``walk`` setting when all of state/ must be walked
+
 
 def fresh_catalog(store: Store) -> Catalog:
     """The catalog, brought up to date with HEAD (call under the lock)."""
@@ -70,8 +72,28 @@ def _refresh(store: Store, cat: Catalog, known: str | None, head: str | None) ->
         replace_all = False
     add = rows_from_blobs(store, [(sha, path) for _mode, sha, path in entries if describes_episode(path)])
     remove = [] if changed is None else [p for p in changed if describes_episode(p)]
-    cat.update(head=head, add=add, remove=remove, replace_all=replace_all)
+    # an episode the new commits removed (a reset, a revert) may still have its directory: uncommitted now
+    walk = _periods_to_walk(cat, None if changed is None else [p for p in remove if p.startswith(f"{STATE}/")])
+    cat.update(head=head, add=add, remove=remove, replace_all=replace_all, walk=walk)
     _remember_history(store, cat, head, None if changed is None else known)
+
+
+def _periods_to_walk(cat: Catalog, removed: list[str] | None) -> str:
+    """The catalog's ``walk`` setting after a refresh: the periods whose directories ``uncommitted_episodes``
+    must look into, joined by commas, or ``*`` for all of state/ (a rebuild, a removed legacy name)."""
+    before = cat.meta("walk") or ""
+    if removed is None or before == _ALL:
+        return _ALL
+    periods = set(filter(None, before.split(",")))
+    for path in removed:
+        described = episode_of(path)
+        if described is None:
+            return _ALL
+        try:
+            periods.add(parse_episode_id(described[0])[0].id)
+        except UsageError:
+            return _ALL
+    return ",".join(sorted(periods))
 
 
 def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) -> None:
@@ -147,19 +169,29 @@ def rows_from_blobs(store: Store, blobs: list[tuple[str, str]]) -> list[Row]:
 def uncommitted_episodes(store: Store, cat: Catalog, period: str | None = None) -> list[Episode]:
     """Episodes written to state/ but never committed (a killed allocate); call under the lock.
 
-    The whole of state/ is walked when ``Store.state_mtime`` says something may have appeared; the
-    directory of ``period`` (the one an allocation decides in, where the retry of a killed allocate of
-    the same key looks) is walked always, so an episode directory the mtimes missed (a coarse clock, an
-    older jobstate, a copy by hand) is still found where it matters. Anything else in state/ that Git
-    does not know is an error: jobstate never commits files it did not write.
+    The whole of state/ is walked when ``Store.state_mtime`` says something may have appeared, or after
+    the catalog was rebuilt; the directories of the periods whose episodes commits from outside removed
+    (a pull, a reset: the catalog's refresh names them) are walked once, so a commit from another host
+    costs what it changed, not a walk of every episode. The directory of ``period`` (the one an
+    allocation decides in, where the retry of a killed allocate of the same key looks) is walked always,
+    so an episode directory the mtimes missed (a coarse clock, an older jobstate, a copy by hand) is
+    still found where it matters. Anything else in state/ that Git does not know is an error: jobstate
+    never commits files it did not write.
     """
-    if cat.meta("state_mtime") == store.state_mtime(cat.meta("head")):
-        if period is None:
+    walk, mtime = cat.meta("walk") or "", store.state_mtime()
+    if walk != _ALL and cat.meta("state_mtime") == mtime:
+        periods = set(filter(None, walk.split(","))) | ({period} if period else set())
+        if not periods:
             return []
-        return _uncommitted(store, walk_state(store.root, [period]), cat.state_ids(period))
-    found = _uncommitted(store, walk_state(store.root), cat.state_ids())
-    if not found:
-        cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=store.state_mtime(cat.meta("head")))
+        known = set().union(*(cat.state_ids(p) for p in periods))
+        found = _uncommitted(store, walk_state(store.root, periods), known)
+        if found or not walk:
+            return found
+    else:
+        found = _uncommitted(store, walk_state(store.root), cat.state_ids())
+        if found:
+            return found
+    cat.update(head=cat.meta("head"), add=[], remove=[], state_mtime=mtime, walk="")
     return found
 
 
