@@ -7,6 +7,7 @@ fast-import (50 episodes a week from 2000-W01, packed):
 - a new allocation (library, catalog warm) beside the plumbing floor: one ``git fast-import`` that
   writes the same blob, trees, commit and ref in one process, into the same periods, on a branch of
   its own in the same repository; each the best of 3 interleaved rounds;
+- a new allocation right after a commit jobstate did not make (another host's, a pull), mean of the calls;
 - ``jobstate migrate`` of the same state in the flat layout, as a whole process (to 10,000 episodes;
   every size with FULL=1);
 - the first command of a fresh clone (the scheduler's retry), as a whole process, and the same
@@ -84,7 +85,14 @@ def _one_size(tmp: Path, size: int, calls: int, *, full: bool) -> dict[str, floa
         for r in range(3):
             new = min(new, per_call(lambda i: allocate(store, f"new:{r}:{i}", weeks[i % 4]), calls))  # noqa: B023
             floor = min(floor, per_call(lambda i: _floor(repo, weeks[i % 4].id, r * calls + i), calls))  # noqa: B023
-    out["new"], out["floor"] = new, floor
+        # after a commit jobstate did not make (another host's, a pull): the allocation that follows it
+        outside = 0.0
+        for i in range(calls):
+            git(repo, "commit", "-q", "--allow-empty", "-m", f"outside {i}")
+            start = time.perf_counter()
+            allocate(store, f"after-outside:{i}", weeks[i % 4])
+            outside += time.perf_counter() - start
+    out["new"], out["floor"], out["outside"] = new, floor, outside / calls
     out["tree"] = _largest_rewritten_tree(repo)
 
     clone = tmp / f"clone-{size}"
@@ -107,7 +115,7 @@ def bench_layout(target: Target, full: bool) -> None:
     print("== layout: state/<year>/<period>/<id>/ as the state grows (fast-import builds; best of 3 interleaved) ==")
     print(
         f"{'episodes':>9} {'build s':>8} {'max tree':>9} {'floor ms':>9} {'new ms':>8} {'new/floor':>10} "
-        f"{'migrate s':>10} {'fresh 1st s':>12} {'again s':>8}"
+        f"{'after outside ms':>17} {'migrate s':>10} {'fresh 1st s':>12} {'again s':>8}"
     )
     results: dict[int, dict[str, float]] = {}
     for size in sizes:
@@ -115,12 +123,19 @@ def bench_layout(target: Target, full: bool) -> None:
             m = results[size] = _one_size(Path(tmp), size, calls, full=full)
         print(
             f"{size:>9} {m['build']:>8.1f} {m['tree']:>9.0f} {m['floor'] * 1e3:>9.1f} {m['new'] * 1e3:>8.1f} "
-            f"{m['new'] / m['floor']:>10.2f} {_seconds(m.get('migrate')):>10} {m['fresh']:>12.2f} {m['again']:>8.2f}"
+            f"{m['new'] / m['floor']:>10.2f} {m['outside'] * 1e3:>17.1f} {_seconds(m.get('migrate')):>10} "
+            f"{m['fresh']:>12.2f} {m['again']:>8.2f}"
         )
     big, small = results[sizes[-1]], results[10]
     label = f"{sizes[-1]:,}"
     target(f"largest tree a new allocation rewrites at {label} episodes", big["tree"], 1000, at_most=True, fmt="{:.0f}")
     target(f"new allocation growth, 10 -> {label} episodes", big["new"] / small["new"], 1.5, at_most=True)
+    target(
+        f"allocation after an outside commit, growth 10 -> {label} episodes",
+        big["outside"] / small["outside"],
+        1.5,
+        at_most=True,
+    )
     for size in sizes:
         target(
             f"new allocation vs plumbing floor at {size:,}",

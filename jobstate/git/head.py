@@ -75,7 +75,14 @@ def tracked(git: GitRepo, path: str) -> list[str]:
     cached = answers.get(path)
     if cached is not None and cached[0] == key:
         return cached[1]
-    names = tracked_in_work_tree(git.root, path)
+    head = key[0]
+    if head is not None and git.entry(git.commit_tree_of(head), path) is None:
+        # HEAD has nothing there (the usual answer): the index alone, without --with-tree, which reads
+        # all of HEAD's tree (a quarter of a second at 100,000 episodes, after every outside commit)
+        proc = git.run("ls-files", "-z", "--", path, env=READ_ONLY_ENV)
+        names = [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
+    else:
+        names = tracked_in_work_tree(git.root, path)
     answers[path] = (key, names)
     return names
 

@@ -108,7 +108,7 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
         with contextlib.suppress(UsageError):  # a detached HEAD has no branch, hence no reflog of one
             tips += branch_tips(root, store.git.head_ref())
     events = episode_events(root, tips, [known] if known else [])
-    seen = cat.ever_ids()
+    seen = cat.ever_known(event.episode_id for event in events if event.status == "A")
     first_added = {}  # the oldest addition of each ID not known yet (events come newest first)
     for event in events:
         if event.status == "A" and event.episode_id not in seen:
