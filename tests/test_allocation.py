@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -66,6 +68,14 @@ def test_key_cannot_silently_cross_weeks(store: Store, repo: Path) -> None:
     assert not (repo / episode_dir("2026-W33-0")).exists()
 
 
+@contextlib.contextmanager
+def _mtimes_kept(directory: Path) -> Iterator[None]:
+    """What happens in the block leaves ``directory``'s mtime as it was (a coarse clock, a copy by hand)."""
+    seen = directory.stat()
+    yield
+    os.utime(directory, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+
+
 def _write_episode(repo: Path, episode_id: str, key: str) -> None:
     period, seq = episode_id.rsplit("-", 1)
     data = {
@@ -110,10 +120,8 @@ def test_a_crashed_episode_the_mtimes_miss_is_still_recovered_by_its_retry(store
     elsewhere recorded the new mtimes."""
     allocate(store, "k1", W32)
     allocate(store, "k2", parse_period("2026-W33"))
-    year = repo / "state" / "2026"
-    seen = year.stat()
-    _write_episode(repo, "2026-W32-1", "orphan")
-    os.utime(year, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    with _mtimes_kept(repo / "state" / "2026"):
+        _write_episode(repo, "2026-W32-1", "orphan")
     assert allocate(store, "elsewhere", parse_period("2026-W40")).episode_id == "2026-W40-0"
     result = allocate(store, "orphan", W32)
     assert (result.episode_id, result.created, result.recovered) == ("2026-W32-1", False, True)
@@ -128,9 +136,8 @@ def test_a_period_directory_that_is_a_link_is_refused_never_followed(store: Stor
     outside = tmp_path / "outside"
     _write_episode(outside, "2026-W33-0", "ghost")
     year = repo / "state" / "2026"
-    seen = year.stat()
-    (year / "2026-W33").symlink_to(outside / "state" / "2026" / "2026-W33")
-    os.utime(year, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    with _mtimes_kept(year):
+        (year / "2026-W33").symlink_to(outside / "state" / "2026" / "2026-W33")
     head = git(repo, "rev-parse", "HEAD")
     with pytest.raises(DirtyState, match="state/2026/2026-W33"):
         allocate(store, "ghost", W33)
@@ -357,10 +364,8 @@ def test_an_outside_commit_costs_a_walk_of_what_it_changed_not_of_every_episode(
     (the whole state used to be walked after any commit jobstate did not make: minutes at a million)."""
     allocate(store, "k1", W32)
     allocate(store, "k2", parse_period("2026-W40"))
-    year = repo / "state" / "2026"
-    seen = year.stat()
-    _write_episode(repo, "2026-W40-1", "orphan")
-    os.utime(year, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    with _mtimes_kept(repo / "state" / "2026"):
+        _write_episode(repo, "2026-W40-1", "orphan")
     (repo / "README").write_text("notes\n")
     git(repo, "add", "README")
     git(repo, "commit", "-qm", "notes")
