@@ -144,7 +144,7 @@ class WorkTree(Snapshot):
 
     def files(self) -> dict[str, FileEntry]:
         out: dict[str, FileEntry] = {}
-        self.real, self.twice = {}, []
+        self.real, self.twice, self.odd = {}, [], []
         with contextlib.suppress(OSError):
             self.odd = [(CONFIG_FILE, _work_tree_mode(os.lstat(self.root / CONFIG_FILE)))]
         for top in ROOTS:
