@@ -235,6 +235,9 @@ def test_an_approval_signed_outside_the_approvers_file_fails_verify(
     (alarm,) = json.loads(out)["alarms"]
     assert alarm["kind"] == "decision signer mismatch"
     assert alarm["message"].startswith("records a decision but is not signed by a key of the approvers file")
+    code, _out, err = _jobstate(signed_repo, capsys, "diff", "HEAD", "--approvers", str(tmp_path / "missing"))
+    assert code == 2  # refused as verify refuses it, even with no decision in the range
+    assert "cannot read the allowed-signers file" in err
 
 
 def test_diff_shows_the_verified_signer_and_a_mismatch_is_an_alarm(

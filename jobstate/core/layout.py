@@ -240,7 +240,7 @@ def record_path_problem(path: object, *, tracked: bool = False) -> str | None:
 # jobstate writes every file of the state as a plain, non-executable blob; Git can hold others there
 FILE_MODE = "100644"
 _MODE_PROBLEMS = {
-    "100755": "is executable, and jobstate never writes an executable file: git update-index --chmod=-x it",
+    "100755": "is executable, and jobstate never writes an executable file: chmod -x it and commit that",
     "120000": "is a symlink; state holds regular files only",
     "160000": "is a submodule (gitlink); state holds regular files only",
 }

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from jobstate.core.rules_decisions import Decided, decisions_made, introduced, signer_problem
+from jobstate.errors import UsageError
 from jobstate.git.signing import signatures
 from jobstate.review.changes import touched
 from jobstate.review.revision import StateView, read_state
@@ -25,6 +26,13 @@ class SignedDecision(NamedTuple):
     status: str
     signer: str
     problem: str | None
+
+
+def require_signers_file(given: Path | None) -> None:
+    """Refuse (UsageError, exit 2) an allowed-signers or approvers file that cannot be read, before anything
+    is judged by it: verify and diff alike, whether or not the range holds a decision."""
+    if given is not None and not given.is_file():
+        raise UsageError(f"cannot read the allowed-signers file {given}: give an existing file")
 
 
 def signed_decisions(cwd: Path, tip: str, base: str | None, *, approvers: Path | None = None) -> list[SignedDecision]:

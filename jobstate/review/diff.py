@@ -25,7 +25,7 @@ from jobstate.core.probe import PROBE_BY
 from jobstate.core.records import AttemptState
 from jobstate.core.rules_state import migrated_from, state_violations
 from jobstate.review.changes import range_violations
-from jobstate.review.decisions import signed_decisions
+from jobstate.review.decisions import require_signers_file, signed_decisions
 from jobstate.review.merges import merge_findings
 from jobstate.review.revision import StateView, read_state
 from jobstate.review.spending import budget_use
@@ -345,6 +345,7 @@ def diff(
     path: Path, base: str, rev: str = "HEAD", *, progress: bool | None = None, approvers: Path | None = None
 ) -> Diff:
     """What changed in state/ and history/ from ``base`` to ``rev``. This is a read-only operation."""
+    require_signers_file(approvers)
     old = read_state(path, base, progress=progress)
     new = read_state(path, rev, progress=progress)
     result = compare_states(old, new)

@@ -51,7 +51,7 @@ from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
 from jobstate.git.signing import signature_problems
 from jobstate.review.changes import change_violations, changed_paths
-from jobstate.review.decisions import signed_decisions
+from jobstate.review.decisions import require_signers_file, signed_decisions
 from jobstate.review.escape import shell_command
 from jobstate.review.merges import merge_findings
 from jobstate.review.problem import Problem, problems_of
@@ -416,8 +416,7 @@ def verify(
     if rev is None and is_bare(cwd):
         raise UsageError(f"{cwd} is a bare repository: pass --rev REV")
     for given in (allowed_signers, approvers):
-        if given is not None and not given.is_file():
-            raise UsageError(f"cannot read the allowed-signers file {given}: give an existing file")
+        require_signers_file(given)
     snap: Snapshot = Revision(cwd, rev) if rev is not None else WorkTree(cwd)
     try:
         facts, report = collect(snap, workers=workers)

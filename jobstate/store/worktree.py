@@ -72,7 +72,8 @@ def _refresh(store: Store, cat: Catalog, known: str | None, head: str | None) ->
         replace_all = False
     add = rows_from_blobs(store, [(sha, path) for _mode, sha, path in entries if describes_episode(path)])
     remove = [] if changed is None else [p for p in changed if describes_episode(p)]
-    # an episode the new commits removed (a reset, a revert) may still have its directory: uncommitted now
+    # an episode the new commits removed (a reset, a revert) may still have its directory: uncommitted now;
+    # the periods of every episode.yaml they changed are walked once (a superset, from the same listing)
     walk = _periods_to_walk(cat, None if changed is None else [p for p in remove if p.startswith(f"{STATE}/")])
     cat.update(head=head, add=add, remove=remove, replace_all=replace_all, walk=walk)
     _remember_history(store, cat, head, None if changed is None else known)
@@ -170,8 +171,8 @@ def uncommitted_episodes(store: Store, cat: Catalog, period: str | None = None) 
     """Episodes written to state/ but never committed (a killed allocate); call under the lock.
 
     The whole of state/ is walked when ``Store.state_mtime`` says something may have appeared, or after
-    the catalog was rebuilt; the directories of the periods whose episodes commits from outside removed
-    (a pull, a reset: the catalog's refresh names them) are walked once, so a commit from another host
+    the catalog was rebuilt; the directories of the periods whose episodes commits from outside changed or
+    removed (a pull, a reset: the catalog's refresh names them) are walked once, so a commit from another host
     costs what it changed, not a walk of every episode. The directory of ``period`` (the one an
     allocation decides in, where the retry of a killed allocate of the same key looks) is walked always,
     so an episode directory the mtimes missed (a coarse clock, an older jobstate, a copy by hand) is
