@@ -17,9 +17,10 @@ SMALL, LARGE = 1024, 512 * 1024 * 1024
 # each: a way jobstate reads an artifact, then the process's peak RSS in KiB (Linux: VmHWM)
 READS = {
     "hash (verify, approve)": "from jobstate.hashing import sha256_file as f; f(p)",
+    # what a step's artifact() does: stream it into a blob of the repository beside it, hashing it
     "record (a step's artifact)": (
-        "from jobstate.paid.staging import read_artifact as r; from jobstate.hashing import sha256_bytes as h; "
-        "h(r(p.parent, p.name))"
+        "from jobstate.paid.staging import store_artifact as s; from jobstate.git.repo import GitRepo as G; "
+        "s(G(p.parent), p.parent, p.name)"
     ),
 }
 
@@ -40,6 +41,7 @@ def bench_memory() -> dict[str, tuple[float, float]]:
     """(peak MiB at 1 KB, at 512 MB) for each way an artifact is read."""
     found: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="jobstate-bench-mem-") as tmp:
+        subprocess.run(["git", "init", "-q", tmp], check=True)
         small, large = Path(tmp) / "small.bin", Path(tmp) / "large.bin"
         small.write_bytes(b"x" * SMALL)
         with large.open("wb") as fh:

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 TEMP_PREFIX = ".tmp-"
@@ -29,8 +30,13 @@ def _umask() -> int:
     return 0o022
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so a reader sees the old file or the new one, never half.
+# gives its content to the write function it is passed, chunk by chunk (a file too large to hold)
+Producer = Callable[[Callable[[bytes], object]], None]
+
+
+def atomic_write(path: Path, data: bytes | Producer) -> None:
+    """Write ``data`` (bytes, or a producer of chunks) to ``path`` so a reader sees the old file or the
+    new one, never half.
 
     A temp file in the same directory is written, fsynced and renamed over the
     target; the directory is fsynced so the rename survives a crash.
@@ -40,7 +46,10 @@ def atomic_write(path: Path, data: bytes) -> None:
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; state files are as readable as any file
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            if isinstance(data, bytes):
+                fh.write(data)
+            else:
+                data(fh.write)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -50,7 +59,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def atomic_dir(path: Path, files: dict[str, bytes]) -> None:
+def atomic_dir(path: Path, files: Mapping[str, bytes | Producer]) -> None:
     """Create the directory ``path`` holding ``files``, whole or not at all.
 
     The files are written into a temp directory beside it, which is renamed into

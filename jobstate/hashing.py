@@ -62,11 +62,6 @@ class Progress:
             print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
 
 
-def sha256_bytes(data: bytes) -> Digest:
-    """(sha256, size) of bytes already read (an artifact is hashed from the one read that is committed)."""
-    return hashlib.sha256(data).hexdigest(), len(data)
-
-
 def sha256_file(path: Path, progress: Progress | None = None) -> Digest:
     """(sha256, size) of one file, read in 1 MiB chunks."""
     digest = hashlib.sha256()

@@ -178,3 +178,22 @@ def test_an_executable_bit_no_command_writes_is_flagged_and_refused_before_any_c
     assert run_cli("verify", cwd=repo).returncode == 0
     git(repo, "config", "core.fileMode", "true")
     assert run_cli("verify", cwd=repo).returncode == 1
+
+
+def test_an_executable_jobstate_yaml_is_refused_by_every_committing_command(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    git(repo, "update-index", "--chmod=+x", "jobstate.yaml")
+    (repo / "jobstate.yaml").chmod(0o755)
+    git(repo, "commit", "-qm", "chmod the settings")
+    before = git(repo, "rev-parse", "HEAD")
+    for args in (
+        ("allocate", "--key", "next", "--week", "2026-W31"),
+        ("run", "--episode", EID, "--step", "publish", "--", *_cmd(tmp_path)),
+        ("approve", "--episode", EID, "--by", "editor"),
+    ):
+        proc = run_cli(*args, cwd=repo)
+        assert proc.returncode == 7, (args, proc.stderr)
+        assert "jobstate.yaml is executable" in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert _runs(tmp_path) == 1  # the first paid step's run only: nothing ran on the executable settings
+    assert git(repo, "rev-parse", "HEAD") == before

@@ -12,6 +12,7 @@ from jobstate.core.records import Allocation, Episode
 from jobstate.core.rules_state import key_owner_problem
 from jobstate.core.tombstones import vanished_text
 from jobstate.errors import AllocationConflict, StateInvalid
+from jobstate.git.loose import Content
 from jobstate.store.catalog import Catalog, Row
 from jobstate.store.history import removing_commit
 from jobstate.store.records import checked
@@ -59,7 +60,7 @@ def _decide(
             "jobstate will not guess which to reuse: fix the state by hand (see jobstate show) and retry"
         )
     # episodes a killed allocate wrote but never committed keep their sequence: commit them now
-    recover: dict[str, bytes | None] = {
+    recover: dict[str, Content | None] = {
         episode_path(o.episode_id): store.path(episode_path(o.episode_id)).read_bytes() for o in orphans
     }
     note = _recover_message(orphans)

@@ -13,6 +13,7 @@ from jobstate.core.periods import parse_episode_id
 from jobstate.core.rules_attempts import open_step_refusal
 from jobstate.core.tombstones import MAX_BY, MAX_REASON, Tombstone, new_tombstone, validate_note
 from jobstate.errors import AlreadyRecorded, EpisodeUnknown, UsageError
+from jobstate.git.loose import Content
 from jobstate.store.catalog import Catalog
 from jobstate.store.fence import require_as_committed
 from jobstate.store.records import checked, submissions
@@ -45,7 +46,7 @@ def retire(store: Store, episode_id: str, *, by: str, reason: str) -> Tombstone:
         if store.path(history_path(episode_id)).exists():
             raise UsageError(f"episode {episode_id} is completed ({history_path(episode_id)}): it is history already")
         row = cat.row(episode_path(episode_id))
-        files: dict[str, bytes | None] = {}
+        files: dict[str, Content | None] = {}
         if row is not None:
             key = row.allocation_key
             _refuse_open(store, episode_id)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from jobstate.git.runner import run_git
+from jobstate.git.loose import Content, StoredBlob
+from jobstate.git.runner import run_git, run_git_piped
 
 _UNFILTERED = (b"unspecified", b"unset")
 
@@ -24,7 +25,7 @@ def _may_be_filtered(path: str) -> bool:
     return not name.endswith(".yaml") and name not in (".gitkeep", ".gitignore")
 
 
-def filtered_blobs(cwd: Path, files: Mapping[str, bytes | None]) -> dict[str, str]:
+def filtered_blobs(cwd: Path, files: Mapping[str, Content | None]) -> dict[str, str]:
     """path -> blob ID for the files a ``filter`` attribute applies to, written through that filter."""
     candidates = [p for p, data in files.items() if data is not None and _may_be_filtered(p)]
     if not candidates:
@@ -37,7 +38,11 @@ def filtered_blobs(cwd: Path, files: Mapping[str, bytes | None]) -> dict[str, st
     blobs = {}
     for path in filtered:
         data = files[path]
-        assert data is not None
-        proc = run_git(cwd, "hash-object", "-w", "--stdin", f"--path={path}", input=data)
-        blobs[path] = proc.stdout.decode("ascii").strip()
+        filtering = ("hash-object", "-w", "--stdin", f"--path={path}")
+        if isinstance(data, StoredBlob):  # streamed through the filter, never held whole
+            sha = run_git_piped(cwd, ("cat-file", "blob", data.sha), *filtering)
+        else:
+            assert data is not None
+            sha = run_git(cwd, *filtering, input=data).stdout
+        blobs[path] = sha.decode("ascii").strip()
     return blobs

@@ -12,18 +12,19 @@ its object format and ref storage, read once; split, each part would need them p
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import weakref
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobstate.errors import GitError, GitLockHeld, NotInitialized, UsageError
+from jobstate.git import loose
 from jobstate.git.attributes import filtered_blobs
+from jobstate.git.loose import Content, StoredBlob
 from jobstate.git.objects import BLOB_MODE, TREE_MODE, CatFile, MissingObject, ObjectFormat, Tree, TreeEdit
 from jobstate.git.repoconfig import object_format, read_extensions, ref_storage
 from jobstate.git.runner import READ_ONLY_ENV, argv_parts, first_error_line, run_git, spawn_detached_git
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 _Reader = Callable[[str], tuple[bytes, bytes]]
 _LOCK_HELD = re.compile(r"Unable to create '(.+?\.lock)': File exists")
-_STORE_TREES_OVER = 64 << 10  # trees larger than this are stored uncompressed (see write_object)
 
 
 def _config_key(key: str) -> str:
@@ -85,6 +85,8 @@ class GitRepo:
         self._settings: CommitSettings | None = None
         self._net: dict[str, str] | None = None
         self._cat: CatFile | None = None
+        # told of every loose object this process creates (the store's journal: a failed commit takes them back)
+        self.on_created: loose.Created | None = None
 
     # ------------------------------------------------------------------- format
     @property
@@ -104,9 +106,9 @@ class GitRepo:
         """Whether refs live in a reftable (not files): then only git can read them."""
         return ref_storage(self.extensions) == "reftable"
 
-    def blob_sha(self, data: bytes) -> str:
-        """The ID a blob with these bytes has in this repository."""
-        return self.format.object_id(b"blob", data)
+    def blob_sha(self, data: Content) -> str:
+        """The ID a blob with these bytes (or this stored blob) has in this repository."""
+        return data.sha if isinstance(data, StoredBlob) else self.format.object_id(b"blob", data)
 
     # ----------------------------------------------------------------- commands
     def run(
@@ -188,7 +190,7 @@ class GitRepo:
 
     # ------------------------------------------------------------------ objects
     def _loose_path(self, sha: str) -> Path:
-        return self.common_dir / "objects" / sha[:2] / sha[2:]
+        return loose.loose_path(self.common_dir / "objects", sha)
 
     def read_object(self, sha: str) -> tuple[bytes, bytes]:
         """(type, content) of one object: loose objects from Python, packed ones through git."""
@@ -255,35 +257,23 @@ class GitRepo:
 
     def write_object(self, kind: bytes, body: bytes) -> str:
         """Store an object as a loose object (atomically); returns its ID."""
-        raw = kind + b" %d\0" % len(body) + body
-        sha = self.format.object_id(kind, body)
-        path = self._loose_path(sha)
+        return loose.write(self.common_dir / "objects", self.format, kind, body, self.on_created)
+
+    def write_blob_from(self, fd: int, size: int, each_chunk: Callable[[bytes], None]) -> StoredBlob:
+        """Store the ``size`` bytes read from ``fd`` as a blob, streamed (see loose.write_blob_from)."""
+        return loose.write_blob_from(
+            self.common_dir / "objects", self.format, fd, size, each_chunk=each_chunk, on_created=self.on_created
+        )
+
+    def stream_blob(self, sha: str, sink: Callable[[bytes], None]) -> None:
+        """Give the content of blob ``sha`` to ``sink`` chunk by chunk (never whole in memory)."""
         try:
-            # freshened as git does, so a concurrent git gc never prunes an object we now refer to
-            os.utime(path)
-            return sha
-        except FileNotFoundError:
-            pass
-        except OSError:
-            return sha  # there, but not ours to touch (a shared repository)
-        objects = self.common_dir / "objects"
-        # the temp file goes where git gc never removes a directory; the fan-out directory may be
-        # removed by a background git gc between mkdir and rename, so both are retried as git does
-        tmp = objects / f"tmp_obj_{os.getpid()}_{time.monotonic_ns()}"
-        # a large tree (state/ with thousands of episodes) is half SHA-1s that do not compress:
-        # storing it costs ~1 ms where compressing costs ~6 ms per commit at 10,000 episodes,
-        # and the background git gc --auto packs it as a delta soon after
-        tmp.write_bytes(zlib.compress(raw, 0 if kind == b"tree" and len(body) > _STORE_TREES_OVER else 1))
-        for _attempt in range(20):
-            with suppress(FileExistsError):
-                os.mkdir(path.parent)
-            try:
-                os.replace(tmp, path)
-                return sha
-            except FileNotFoundError:
-                continue  # git gc removed the directory after our mkdir: make it again
-        tmp.unlink(missing_ok=True)
-        raise GitError(f"cannot store object {sha} in {objects}: its directory keeps disappearing")
+            self._cat_file().stream(sha, loose.CHUNK, sink)
+        except MissingObject:
+            raise GitError(f"object {sha} is missing from {self.root}") from None
+        except BaseException:
+            self.close()  # interrupted mid-object: the pipe is out of step
+            raise
 
     def commit_tree_of(self, commit: str) -> str:
         """The root tree of a commit."""
@@ -363,7 +353,7 @@ class GitRepo:
     def build_commit(
         self,
         parent: str | None,
-        files: Mapping[str, bytes | None],
+        files: Mapping[str, Content | None],
         message: str,
         blobs: Mapping[str, tuple[bytes, str]] | None = None,
         trees: Mapping[str, TreeEdit] | None = None,
@@ -378,7 +368,7 @@ class GitRepo:
         """
         filtered = filtered_blobs(self.root, files)  # artifacts kept in Git LFS: what git add would commit
         changes: dict[str, TreeEdit] = {
-            path: None if data is None else (BLOB_MODE, filtered.get(path) or self.write_object(b"blob", data))
+            path: None if data is None else (BLOB_MODE, filtered.get(path) or self._blob(data))
             for path, data in files.items()
         }
         changes.update(blobs or {})
@@ -388,6 +378,9 @@ class GitRepo:
         base = self.commit_tree_of(parent) if parent else None
         tree = self.edit_tree(base, changes) or self.write_object(b"tree", b"")
         return self.make_commit(tree, parent, message)
+
+    def _blob(self, data: Content) -> str:
+        return data.sha if isinstance(data, StoredBlob) else self.write_object(b"blob", data)
 
     def entry(self, tree: str, path: str) -> tuple[bytes, str] | None:
         """(mode, sha) of ``path`` in the tree ``tree``, or None; large trees on the way are kept once

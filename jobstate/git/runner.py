@@ -92,6 +92,29 @@ def run_git(
     return proc
 
 
+def run_git_piped(cwd: Path, source: tuple[str, ...], *args: str) -> bytes:
+    """The output of ``git SOURCE | git ARGS``, streamed between the two (a blob too large to hold); a
+    failure of either is a GitError."""
+    import subprocess  # noqa: PLC0415 - start-up: a lock-free retry starts no process
+
+    try:
+        first = subprocess.Popen(
+            ["git", *source], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=git_env()
+        )
+    except FileNotFoundError:
+        raise UsageError("git is not installed or not on PATH") from None
+    assert first.stdout is not None
+    with first:
+        proc = subprocess.run(
+            ["git", *args], cwd=cwd, stdin=first.stdout, capture_output=True, env=git_env(), check=False
+        )
+        first.stdout.close()
+    if first.returncode != 0 or proc.returncode != 0:
+        refuse_dubious(proc.stderr)
+        raise GitError(f"git {args[0]} failed in {cwd}: {first_error_line(proc.stderr.decode('utf-8', 'replace'))}")
+    return proc.stdout
+
+
 def popen_git(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """A long-running git child with pipes for stdin and stdout (``cat-file --batch``)."""
     import subprocess  # noqa: PLC0415 - start-up: a lock-free retry starts no process

@@ -17,6 +17,7 @@ from jobstate.core.clock import format_time
 from jobstate.core.layout import BUDGET_ACKNOWLEDGED
 from jobstate.core.tombstones import MAX_BY, MAX_REASON, validate_note
 from jobstate.errors import AlreadyRecorded, UsageError
+from jobstate.git.loose import Content
 from jobstate.paid.reservation import refuse_uncommitted_inputs
 from jobstate.store.catalog import Catalog
 from jobstate.store.records import budget_usage, checked, read_acknowledgements
@@ -71,7 +72,7 @@ def acknowledge(store: Store, period: str, *, by: str, reason: str) -> list[Ackn
         ]
         if not new:
             raise AlreadyRecorded(f"the overrun of budget {target.id} is already acknowledged; nothing new recorded")
-        files: dict[str, bytes | None] = {BUDGET_ACKNOWLEDGED: dumps(acknowledgements_to_yaml_dict(before + new))}
+        files: dict[str, Content | None] = {BUDGET_ACKNOWLEDGED: dumps(acknowledgements_to_yaml_dict(before + new))}
         said = ", ".join(f"{e.total} of {e.cap} {e.currency}" for e in new)
         message = f"budget acknowledge {target.id} ({said}) by {by}\n\n{reason}"
         return checked(store, StateChange(new, files, message))

@@ -11,6 +11,7 @@ commit landed; an interrupted attempt's stays for the operator, and ``jobstate s
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import shutil
 import stat
@@ -18,6 +19,8 @@ from pathlib import Path
 
 from jobstate.core.layout import work_dir
 from jobstate.errors import UsageError
+from jobstate.git.loose import StoredBlob
+from jobstate.git.repo import GitRepo
 from jobstate.store.store import Store
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -32,13 +35,15 @@ _KINDS = (
 )
 
 
-def read_artifact(base: Path, rel: str) -> bytes:
-    """The bytes of artifact ``rel`` (a validated relative path) under ``base``, read through one
-    descriptor opened without following any symlink; it must be a regular file with one link.
+def store_artifact(git: GitRepo, base: Path, rel: str) -> tuple[StoredBlob, str, int]:
+    """Artifact ``rel`` (a validated relative path) under ``base``, stored as a blob, its sha256 and size: read
+    once, one chunk at a time, through one descriptor opened without following any symlink; it must be a
+    regular file with one link.
 
     A hard link would commit a file that lives elsewhere (outside the repository, perhaps a secret);
     a symlink, fifo, socket, device or directory is no file to commit. Each is UsageError (exit 2)
-    with the reason. Call under the lock: what is returned is what gets hashed and committed.
+    with the reason, as is a file that changes while it is read. The blob is what gets committed, so
+    what was hashed is what is committed; memory stays one chunk whatever the size (issue 29).
     """
     where = f"artifact {rel!r}"
     parts = rel.split("/")
@@ -73,10 +78,14 @@ def read_artifact(base: Path, rel: str) -> bytes:
                 f"{where} has {info.st_nlink} hard links: it may be a file from outside the repository; "
                 "write or copy it (cp, not ln) into $JOBSTATE_OUTPUT_DIR; nothing was recorded"
             )
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        digest = hashlib.sha256()
+        try:
+            blob = git.write_blob_from(fd, info.st_size, digest.update)
+        except ValueError as exc:
+            raise UsageError(
+                f"{where}: {exc}; is the command that wrote it still running? nothing was recorded"
+            ) from None
+        return blob, digest.hexdigest(), info.st_size
     finally:
         os.close(fd)
 

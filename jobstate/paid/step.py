@@ -53,11 +53,11 @@ from jobstate.errors import (
     StepAlreadyCompleted,
     UsageError,
 )
-from jobstate.hashing import sha256_bytes
+from jobstate.git.loose import StoredBlob
 from jobstate.paid.guard import guard
 from jobstate.paid.probe import CallableProbe, ProbeQuestion, settle_before_entering
 from jobstate.paid.reservation import check_fingerprint, reserve, settle
-from jobstate.paid.staging import make_output_dir, read_artifact, remove_output_dir
+from jobstate.paid.staging import make_output_dir, remove_output_dir, store_artifact
 from jobstate.store.catalog import Catalog
 from jobstate.store.lock import FileLock
 from jobstate.store.private import refuse_tracked
@@ -94,7 +94,7 @@ class PaidStep:
         self._ordinals: dict[str | None, int] = {}  # charges without a charge_id reported so far, per remote task
         # reported and not committed yet: committed together by the closing commit (see the module docstring)
         self._charges: list[tuple[Charge, CostEntry]] = []
-        self._artifacts: dict[str, tuple[Artifact, bytes]] = {}
+        self._artifacts: dict[str, tuple[Artifact, StoredBlob]] = {}
 
     @property
     def attempt(self) -> int:
@@ -205,8 +205,8 @@ class PaidStep:
         into the episode directory under the same relative path, and the staged file is removed once that landed.
 
         The file must be a regular file with one link, reached without a symlink: it is opened once
-        (O_NOFOLLOW) when reported, under the step lock, and what is hashed is exactly what is committed
-        (its bytes are kept until then; UsageError, exit 2, with the reason otherwise; nothing is recorded).
+        (O_NOFOLLOW) when reported, under the step lock, and streamed into a blob: what is hashed is exactly
+        what is committed (UsageError, exit 2, with the reason otherwise; nothing is recorded).
         """
         rel = validate_artifact_path(path)
         eid = self.episode.episode_id
@@ -221,10 +221,9 @@ class PaidStep:
                 f"only reads: write it into $JOBSTATE_OUTPUT_DIR ({work_dir(eid, self.step, self.attempt)}) and "
                 f"jobstate moves it into the episode when it records it; move {target} there, then run this again"
             )
-        data = read_artifact(self.output_dir, rel)
-        digest, size = sha256_bytes(data)
+        blob, digest, size = store_artifact(self.store.git, self.output_dir, rel)
         record = new_artifact(digest, size, self.step)
-        self._artifacts[rel] = (record, data)
+        self._artifacts[rel] = (record, blob)
         return record
 
     def commit_reported(self) -> None:
@@ -261,8 +260,8 @@ class PaidStep:
                 found.update({rel: record for rel, (record, _data) in staged.items()})
                 records[ARTIFACTS] = artifacts_to_yaml_dict(found)
             change: StateChange[None] = record_change(self.store, eid, records, message)
-            for rel, (_record, data) in staged.items():
-                change.files[f"{self.episode.directory}/{rel}"] = data
+            for rel, (_record, blob) in staged.items():
+                change.files[f"{self.episode.directory}/{rel}"] = blob
             return change
 
         transact(self.store, decide)

@@ -9,6 +9,7 @@ from jobstate.atomic import is_temp_name
 from jobstate.core.layout import CONFIG_FILE, HISTORY, PRIVATE, STATE, is_year_dir
 from jobstate.core.periods import parse_episode_id, parse_period
 from jobstate.errors import NotInitialized, UsageError
+from jobstate.git.loose import Content
 from jobstate.git.repo import find_root, init_repository
 from jobstate.git.runner import run_git
 from jobstate.store.config import default_config_text
@@ -51,7 +52,7 @@ def init(path: Path, *, git_init: bool = False, force: bool = False) -> tuple[St
     _ = store.git.format  # an object format jobstate cannot write is refused before anything else
     _require_identity(root)
     # the transaction writes the files, and puts everything back when the commit fails
-    files: dict[str, bytes | None] = {}
+    files: dict[str, Content | None] = {}
 
     def ensure(rel: str, default: str) -> None:
         file = root / rel

@@ -37,6 +37,7 @@ from jobstate.core.layout import (
 )
 from jobstate.core.model import episode_change
 from jobstate.errors import ModelRefused, StateInvalid, UsageError
+from jobstate.git.loose import Content, StoredBlob
 from jobstate.store.snapshot import Snapshot, WorkTree
 from jobstate.store.store import Store, walk_state
 from jobstate.store.transaction import StateChange
@@ -147,16 +148,18 @@ def approval(store: Store, episode_id: str) -> Decision | None:
     return episode_records(store, episode_id).approval
 
 
-def _touched(files: Mapping[str, bytes | None]) -> set[str]:
+def _touched(files: Mapping[str, object]) -> set[str]:
     # the episodes a change writes: their directories and history files (a tombstone is no record)
     return {found[0] for found in map(episode_of, files) if found is not None}
 
 
-def check_change(store: Store, files: Mapping[str, bytes | None]) -> None:
+def check_change(store: Store, change: Mapping[str, Content | None]) -> None:
     """Every change a command writes goes through the lifecycle model first: what it refuses, no
     command writes (and verify and diff flag, through the same functions). Each episode the change
     touches is read before and after it by the one reader; an episode retired with its tombstone
-    is removal's business, not a change of its records."""
+    is removal's business, not a change of its records. A blob (an artifact streamed into the object
+    store) is no record: the model reads records, and artifacts through artifacts.yaml."""
+    files = {rel: data for rel, data in change.items() if not isinstance(data, StoredBlob)}
     work_tree = WorkTree(store.root)
     after = Overlay(work_tree, files)
     for episode_id in sorted(_touched(files)):
@@ -187,7 +190,7 @@ def record_change(
 ) -> StateChange[T]:
     """A change that writes YAML records (a name in the episode directory, or a repository path).
     The lifecycle model checks it first (ModelRefused, exit 4)."""
-    files: dict[str, bytes | None] = {}
+    files: dict[str, Content | None] = {}
     for name, data in records.items():
         files[name if "/" in name else record_path(episode_id, name)] = dumps(data)
     return checked(store, StateChange(result, files, message))

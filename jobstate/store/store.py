@@ -38,6 +38,7 @@ from jobstate.errors import DirtyState, EpisodeUnknown, NotInitialized, StateInv
 from jobstate.git.repo import GitRepo, find_root
 from jobstate.store.catalog import Catalog
 from jobstate.store.config import Config
+from jobstate.store.journal import JOURNAL, ObjectJournal
 
 # written when a push's answer was lost; removed by the next fetch, which settles what the remote holds
 REMOTE_UNSURE = "remote-unsure"
@@ -58,6 +59,8 @@ class Store:
         self.now = now
         self.git = GitRepo(root)
         self.private = root / PRIVATE
+        self.journal = ObjectJournal(self.git, self.private / JOURNAL)
+        self.git.on_created = self.journal.add
         self._lock_timeout = lock_timeout
         self._remote = remote
         self._config: Config | None = None
@@ -67,7 +70,8 @@ class Store:
 
     # ------------------------------------------------------------------ basics
     def close(self) -> None:
-        """Release the catalog connections."""
+        """Release the catalog connections and the object journal."""
+        self.journal.close()
         for cat in (self._catalog, self._readonly):
             if cat is not None:
                 cat.close()

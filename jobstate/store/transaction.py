@@ -36,6 +36,7 @@ from jobstate.core.layout import (
     PRIVATE,
     describes_episode,
     episode_of,
+    mode_problem,
 )
 from jobstate.core.model import tracked_private
 from jobstate.errors import (
@@ -44,14 +45,17 @@ from jobstate.errors import (
     JobstateError,
     RemoteOutcomeUnknown,
     RemoteUnavailable,
+    StateInvalid,
     UsageError,
 )
 from jobstate.git.head import blob_at, carry_tracked, index_key
 from jobstate.git.index import IndexLock
+from jobstate.git.loose import Content
 from jobstate.git.network import fetch, push
 from jobstate.git.objects import TreeEdit
 from jobstate.git.repoconfig import converted_by_git
 from jobstate.store.catalog import Catalog
+from jobstate.store.journal import sweep
 from jobstate.store.lock import FileLock
 from jobstate.store.marks import advance
 from jobstate.store.private import checked_path, read_private, refuse_tracked
@@ -59,6 +63,7 @@ from jobstate.store.remote_tip import check_remote_tip, record_remote_tip
 from jobstate.store.store import REMOTE_UNSURE, Store
 from jobstate.store.undo import (
     Pending,
+    current,
     put_all,
     remove_temp_files,
     restore,
@@ -79,7 +84,7 @@ class StateChange(Generic[T]):
     """What a decision wants committed (path -> content, None to delete), and its answer."""
 
     result: T
-    files: dict[str, bytes | None] = field(default_factory=dict)
+    files: dict[str, Content | None] = field(default_factory=dict)
     message: str = ""
 
 
@@ -138,6 +143,7 @@ def finish_pending(store: Store) -> None:
         # else the commit never landed here; the undo record below puts the files back
         marker.unlink()
     undo_unlanded(store)
+    sweep(store.git, store.journal.directory)  # after the undo record, which may read a blob listed there
 
 
 def _checked_pending(store: Store, pending: Pending) -> Pending:
@@ -203,7 +209,7 @@ def _update_index(index: IndexLock, paths: list[str]) -> None:
 def commit(
     store: Store,
     cat: Catalog | None,
-    files: Mapping[str, bytes | None],
+    files: Mapping[str, Content | None],
     message: str,
     *,
     blobs: Mapping[str, tuple[bytes, str]] | None = None,
@@ -227,9 +233,14 @@ def commit(
     git = store.git
     ref = git.head_ref()
     parent = (cat.meta("head") or None) if cat is not None else git.head_commit()
-    new = git.build_commit(parent, files, message, blobs or {}, trees)
-    if prove is not None:
-        prove(new)
+    made = store.journal.mark()
+    try:
+        new = git.build_commit(parent, files, message, blobs or {}, trees)
+        if prove is not None:
+            prove(new)
+    except BaseException:
+        store.journal.discard(made)  # nothing refers to what was written: take it back (a disk that filled up)
+        raise
     pending = Pending(
         new,
         sorted(set(files) | set(blobs or {})),
@@ -243,6 +254,7 @@ def commit(
         index_before = (parent, index_key(git))  # under index.lock: no other git writes the index now
         # written before any branch moves: a kill after that is finished by the next command
         write_json(marker, asdict(pending))
+        store.journal.landing(new)
         pushed = False
         try:
             pushed = remote is None or push(git, remote, new, ref, expect=parent, timeout=store.remote_timeout)
@@ -251,6 +263,8 @@ def commit(
             )
         except BaseException as exc:
             marker.unlink()
+            if (remote is None or not pushed) and git.resolve_ref(ref) != new:
+                store.journal.discard(made)  # it landed nowhere: nothing refers to what it wrote
             if isinstance(exc, RemoteOutcomeUnknown):
                 # the next command must fetch before it trusts what this clone last saw of the remote
                 (store.private / REMOTE_UNSURE).touch()
@@ -265,12 +279,15 @@ def commit(
             record_remote_tip(store, remote, ref, new)
         if not moved:
             marker.unlink()
+            if remote is None or not pushed:
+                store.journal.discard(made)
             if pushed and remote is not None:
                 raise UsageError(
                     f"{ref} moved locally while jobstate pushed {new[:12]} to {remote}: the change is on "
                     f"{remote}; reconcile the local branch (git status), then run the command again"
                 )
             return None
+        store.journal.keep()
         update_work_tree(store, pending, files)
         if cat is not None:
             add, remove = [], []
@@ -316,7 +333,7 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
                 continue
             if CONFIG_FILE not in change.files:
                 _refuse_uncommitted_settings(store)
-            before = {rel: store.path(rel).read_bytes() if store.path(rel).is_file() else None for rel in change.files}
+            before = {rel: current(store, rel) for rel in change.files}
             write_undo(store, before, change.files)  # a kill from here on is undone by the next command
             try:
                 put_all(store, change.files)
@@ -346,6 +363,13 @@ def _refuse_uncommitted_settings(store: Store) -> None:
     """Decisions rest on committed settings: an edit of jobstate.yaml nobody committed is refused
     (exit 2), never committed beside a change it decided (init, which writes the file, is exempt)."""
     commit = store.git.head_commit()
+    entry = store.git.entry(store.git.commit_tree_of(commit), CONFIG_FILE) if commit else None
+    problem = None if entry is None else mode_problem(entry[0].decode("ascii", "replace"))
+    if problem is not None:  # review flags it too (verify, diff): nothing decides on what no command wrote
+        raise StateInvalid(
+            f"{CONFIG_FILE} {problem.replace('; ', ' in HEAD; ', 1)}; jobstate decides only on settings as it "
+            "writes them, so nothing was written (jobstate verify --rev HEAD shows it)"
+        )
     head = (blob_at(store.git, commit, CONFIG_FILE) if commit else None) or ""
     data = store.config_bytes()
     if (store.git.blob_sha(data) if data or head else "") != head:

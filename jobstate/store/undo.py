@@ -10,17 +10,21 @@ import json
 import os
 import re
 import shlex
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from jobstate.atomic import atomic_dir, atomic_write, is_temp_name
+from jobstate.atomic import Producer, atomic_dir, atomic_write, is_temp_name
 from jobstate.core.layout import HISTORY, PRIVATE, STATE, describes_episode, episode_dir, episode_of, year_dir
 from jobstate.errors import DirtyState
+from jobstate.git.loose import Content, StoredBlob
 from jobstate.store.private import checked_path, read_private
 from jobstate.store.store import Store
 
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_HOLD = 4 << 20  # a file up to this size (every record) is held as bytes; a larger one is streamed into a blob
 
 
 @dataclass(frozen=True)
@@ -40,14 +44,39 @@ def write_json(path: os.PathLike[str], value: object) -> None:
     os.replace(tmp, target)
 
 
-def write_undo(store: Store, before: Mapping[str, bytes | None], after: Mapping[str, bytes | None]) -> None:
+def current(store: Store, rel: str) -> Content | None:
+    """What the work-tree file ``rel`` holds now (None: no file): its bytes, or, past a record's size
+    (an artifact overwritten by a later report), the blob it was streamed into."""
+    path = store.path(rel)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    except OSError:
+        return path.read_bytes() if path.is_file() else None  # a symlink: read as before, refused elsewhere
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        if info.st_size <= _HOLD:
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                return fh.read()
+        return store.git.write_blob_from(fd, info.st_size, lambda _chunk: None)
+    finally:
+        os.close(fd)
+
+
+def write_undo(store: Store, before: Mapping[str, Content | None], after: Mapping[str, Content | None]) -> None:
     """Record, before the work tree changes, how to put it back if the change does not land."""
     undo = {}
     for rel, old in before.items():
         new = after[rel]
         if old is None and rel.startswith(f"{STATE}/") and describes_episode(rel):
             continue  # a new episode file: if its commit never lands, allocate recovers it as it is
-        old_sha = None if old is None else store.git.write_object(b"blob", old)
+        if old is None:
+            old_sha = None
+        else:
+            old_sha = old.sha if isinstance(old, StoredBlob) else store.git.write_object(b"blob", old)
         undo[rel] = [old_sha, None if new is None else store.git.blob_sha(new)]
     if undo:
         write_json(store.private / "undo.json", undo)
@@ -67,7 +96,7 @@ def undo_unlanded(store: Store) -> None:
         kept = landed(store, {rel: new_sha for rel, (_old_sha, new_sha) in undo.items()})
         for rel, (old_sha, _new_sha) in undo.items():
             if rel not in kept:
-                put(store, rel, None if old_sha is None else store.git.read_object(old_sha)[1])
+                put(store, rel, None if old_sha is None else StoredBlob(old_sha))
         remove_temp_files(store, undo)
     path.unlink()
 
@@ -115,7 +144,7 @@ def landed(store: Store, new: Mapping[str, str | None]) -> set[str]:
     return {rel for rel, sha in new.items() if in_head.get(rel) == sha}
 
 
-def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, bytes | None]) -> None:
+def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, Content | None]) -> None:
     """Make the work tree match a landed commit: renames first, then files as the commit has them."""
     for old, new in pending.renames:
         if store.path(old).exists() and not store.path(new).exists():
@@ -127,22 +156,21 @@ def update_work_tree(store: Store, pending: Pending, contents: Mapping[str, byte
     wanted = {rel: contents[rel] for rel in pending.materialize if rel in contents}
     if missing:
         in_commit = {path: sha for _mode, sha, path in store.git.ls_tree(pending.commit, *missing)}
-        with store.git.object_reader() as read:
-            for rel in missing:
-                wanted[rel] = read(in_commit[rel])[1] if rel in in_commit else None
+        for rel in missing:
+            wanted[rel] = StoredBlob(in_commit[rel]) if rel in in_commit else None
     put_all(store, {rel: wanted[rel] for rel in pending.materialize})
 
 
-def put_all(store: Store, files: Mapping[str, bytes | None]) -> None:
+def put_all(store: Store, files: Mapping[str, Content | None]) -> None:
     """``put`` each file; a new episode directory appears whole or not at all (``atomic_dir``): a kill
     between its mkdir and its first file would leave an empty state/<id>/ that no command can tell from a
     directory a user made."""
-    new_dirs: dict[str, dict[str, bytes]] = {}
+    new_dirs: dict[str, dict[str, bytes | Producer]] = {}
     in_new: set[str] = set()
     for rel, data in files.items():
         directory, leaf = _new_episode_file(store, rel)
         if data is not None and directory is not None:
-            new_dirs.setdefault(directory, {})[leaf] = data
+            new_dirs.setdefault(directory, {})[leaf] = _producer(store, data)
             in_new.add(rel)
     for directory, content in new_dirs.items():
         year = store.path(year_dir(directory.rpartition("/")[2]))
@@ -169,15 +197,21 @@ def _new_episode_file(store: Store, rel: str) -> tuple[str | None, str]:
     return directory, found[1]
 
 
-def put(store: Store, rel: str, data: bytes | None) -> None:
-    """Make the work-tree file ``rel`` hold ``data`` (None: not exist), writing only when it differs."""
+def _producer(store: Store, data: Content) -> bytes | Producer:
+    # a blob is copied out of the object store a chunk at a time, never held whole
+    return data if isinstance(data, bytes) else partial(store.git.stream_blob, data.sha)
+
+
+def put(store: Store, rel: str, data: Content | None) -> None:
+    """Make the work-tree file ``rel`` hold ``data`` (None: not exist), writing only when it differs
+    (a blob is always written: comparing would read the file as much as writing it)."""
     target = store.path(rel)
     if data is None:
         if target.exists():
             target.unlink()
             _remove_empty_dirs(store, target.parent)
-    elif not target.is_file() or target.read_bytes() != data:
-        atomic_write(target, data)
+    elif isinstance(data, StoredBlob) or not target.is_file() or target.read_bytes() != data:
+        atomic_write(target, _producer(store, data))
 
 
 def _remove_empty_dirs(store: Store, directory: os.PathLike[str]) -> None:
@@ -188,7 +222,7 @@ def _remove_empty_dirs(store: Store, directory: os.PathLike[str]) -> None:
 
 
 def restore(
-    store: Store, before: Mapping[str, bytes | None], unless_in_head: Mapping[str, bytes | None] | None = None
+    store: Store, before: Mapping[str, Content | None], unless_in_head: Mapping[str, Content | None] | None = None
 ) -> None:
     """Put files back exactly as they were before a change that did not land; with
     ``unless_in_head``, keep each file whose new content HEAD already has."""
