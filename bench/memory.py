@@ -17,11 +17,15 @@ SMALL, LARGE = 1024, 512 * 1024 * 1024
 # each: a way jobstate reads an artifact, then the process's peak RSS in KiB (Linux: VmHWM)
 READS = {
     "hash (verify, approve)": "from jobstate.hashing import sha256_file as f; f(p)",
-    # what a step's artifact() does: stream it into a blob of the repository beside it, hashing it
+    # what a step does with its artifact: stream it into a blob of the repository beside it, hashing it, then
+    # copy it out of the blob into the episode directory (the transaction's put)
     "record (a step's artifact)": (
+        "from functools import partial; from jobstate.atomic import atomic_write as w; "
         "from jobstate.paid.staging import store_artifact as s; from jobstate.git.repo import GitRepo as G; "
-        "s(G(p.parent), p.parent, p.name)"
+        "g = G(p.parent); b, _d, _n = s(g, p.parent, p.name); w(p.parent / 'copy', partial(g.stream_blob, b.sha))"
     ),
+    # what every later paid step's guard does with each committed file of the episode
+    "guard (a later step's check)": "from jobstate.git.repo import GitRepo as G; G(p.parent).file_blob_sha(p)",
 }
 
 

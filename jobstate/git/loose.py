@@ -90,6 +90,20 @@ def write(objects: Path, fmt: ObjectFormat, kind: bytes, body: bytes, on_created
     return sha
 
 
+def file_blob_sha(fmt: ObjectFormat, path: os.PathLike[str] | str) -> str:
+    """The blob ID of a file's bytes, read a chunk at a time (an artifact may be gigabytes)."""
+    with open(path, "rb", buffering=0) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        ident = hashlib.new(fmt.name, b"blob %d\0" % size, usedforsecurity=False)
+        done = 0
+        while chunk := fh.read(CHUNK):
+            ident.update(chunk)
+            done += len(chunk)
+    if done != size:
+        raise OSError(f"{path} changed while it was read")
+    return ident.hexdigest()
+
+
 def write_blob_from(
     objects: Path,
     fmt: ObjectFormat,

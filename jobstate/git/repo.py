@@ -12,6 +12,7 @@ its object format and ref storage, read once; split, each part would need them p
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import weakref
@@ -109,6 +110,10 @@ class GitRepo:
     def blob_sha(self, data: Content) -> str:
         """The ID a blob with these bytes (or this stored blob) has in this repository."""
         return data.sha if isinstance(data, StoredBlob) else self.format.object_id(b"blob", data)
+
+    def file_blob_sha(self, path: os.PathLike[str] | str) -> str:
+        """The ID a blob with this file's bytes has here, read a chunk at a time."""
+        return loose.file_blob_sha(self.format, path)
 
     # ----------------------------------------------------------------- commands
     def run(

@@ -457,7 +457,7 @@ def _same_as_tip(store: Store, tip: str, rel: str) -> bool:
     if file.is_symlink() or not file.is_file():
         return False
     in_tip = {path: sha for _mode, sha, path in store.git.ls_tree(tip, rel)}
-    return in_tip.get(rel) == store.git.blob_sha(file.read_bytes())
+    return in_tip.get(rel) == store.git.file_blob_sha(file)
 
 
 def _drop_uncommitted(store: Store, directory: str) -> None:
