@@ -32,8 +32,12 @@ venv: $(STAMP)
 # a fast test does at most 20 CPU seconds of its own work (tests/conftest.py); more is a slow test, said so.
 # The heaviest fast test does about 7 idle; CPU seconds grow on a busy 2-core machine (shared caches and cores),
 # and CI once measured a nested pytest's timed-out cleanup at 12.6: 10 failed CI runs on noise, 20 does not.
+# two xdist workers per core: most of a test's wall time is git and python children starting and files being
+# synced, so a core left idle by one worker's wait is the other's (measured in the closing note of issue 27)
+WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * len(os.sched_getaffinity(0)))')
+
 test: $(STAMP)
-	JOBSTATE_TEST_CPU_BUDGET=20 $(BIN)/python -m pytest -q -n auto -m "not slow" $(PYTEST_ARGS)
+	JOBSTATE_TEST_CPU_BUDGET=20 $(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow" $(PYTEST_ARGS)
 
 # make test while busy loops keep every core busy (what a shared or small machine does to the suite)
 test-loaded: $(STAMP)
@@ -42,7 +46,7 @@ test-loaded: $(STAMP)
 # the SIGKILL loops and the deterministic crash sweep (tests/test_crash_sweep.py, each command in parts: the xdist
 # workers share the longest sweeps); CI runs them after make test
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto -m slow $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(WORKERS) -m slow $(PYTEST_ARGS)
 
 # mutation testing on demand (not in CI): mutmut changes one module at a time on disk; leave the tree alone meanwhile
 MODULES ?=
