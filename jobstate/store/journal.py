@@ -30,6 +30,7 @@ import stat
 import weakref
 from pathlib import Path
 
+from jobstate.errors import JobstateError
 from jobstate.git.loose import loose_path
 from jobstate.git.repo import GitRepo
 
@@ -114,6 +115,18 @@ class ObjectJournal:
         self._fd = None
 
 
+def _landed(git: GitRepo, head: str | None, commit: str) -> bool:
+    """Whether ``commit`` is on the branch, or was (a reset since leaves it in the reflog, which must stay whole)."""
+    if head is not None and git.is_ancestor(commit, head):
+        return True
+    logs = git.git_dir / "logs"
+    with contextlib.suppress(OSError, UnicodeDecodeError, JobstateError):
+        for log in (logs / "HEAD", git.common_dir / "logs" / git.head_ref()):
+            if commit in log.read_text(encoding="utf-8"):
+                return True
+    return False
+
+
 def sweep(git: GitRepo, directory: Path) -> None:
     """Remove the objects of every journal nobody holds that no landed commit refers to. Under the lock."""
     try:
@@ -141,7 +154,7 @@ def sweep(git: GitRepo, directory: Path) -> None:
                 if found is None:
                     continue  # not a line jobstate writes: nothing is removed for it
                 if found[3] is not None:
-                    if head is not None and git.is_ancestor(found[3], head):
+                    if _landed(git, head, found[3]):
                         pending.clear()  # landed: what it was built from stays
                     continue
                 pending.append((found[1], int(found[2])))
