@@ -139,3 +139,21 @@ def test_a_command_killed_mid_commit_leaves_what_it_wrote_to_the_next_command(
     assert git(repo, "fsck", "--no-progress", "--connectivity-only").strip() == ""
     assert not list((repo / ".jobstate" / "journal").iterdir())
     assert status(repo) == ""
+
+
+def test_what_a_killed_commit_landed_and_a_reset_took_away_stays_for_the_reflog(repo: Path, tmp_path: Path) -> None:
+    run_cli("allocate", "--key", "first", "--week", "2026-W32", cwd=repo)
+    then = '{real} "$@"; kill -9 $PPID; exit 0'
+    env = git_on_path(tmp_path, _KILL_AFTER.replace("{command}", "update-ref").replace("{then}", then))
+    (tmp_path / "armed").write_text("")
+    env = {**os.environ, **env, "KILL_ARMED": str(tmp_path / "armed")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "jobstate", "allocate", "--key", "second", "--week", "2026-W32"],
+        cwd=repo, capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == -9, proc.stderr
+    landed = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "update-ref", "-m", "someone resets", "HEAD", "HEAD~1")  # the commit is only in the reflog now
+    assert run_cli("allocate", "--key", "third", "--week", "2026-W31", cwd=repo).returncode == 0
+    assert git(repo, "cat-file", "-t", landed).strip() == "commit"
+    assert git(repo, "fsck", "--no-progress", "--connectivity-only").strip() == ""
