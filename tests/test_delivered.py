@@ -4,6 +4,7 @@ state's branch that no command would make refuses the next run or decision (exit
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -196,4 +197,30 @@ def test_an_executable_jobstate_yaml_is_refused_by_every_committing_command(repo
         assert "jobstate.yaml is executable" in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert _runs(tmp_path) == 1  # the first paid step's run only: nothing ran on the executable settings
+    assert git(repo, "rev-parse", "HEAD") == before
+
+
+def test_a_merged_symlink_for_history_is_flagged_and_nothing_is_written_through_it(repo: Path, tmp_path: Path) -> None:
+    _paid(repo, tmp_path)
+    assert run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo).returncode == 0
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    # what a pull request that replaces history/ with a link delivers, once merged
+    git(repo, "rm", "-rq", "--cached", "--ignore-unmatch", "history")
+    shutil.rmtree(repo / "history")
+    (repo / "history").symlink_to(outside)
+    git(repo, "add", "history")
+    git(repo, "commit", "-qm", "history elsewhere")
+    proc = run_cli("verify", "--rev", "HEAD", cwd=repo)
+    assert proc.returncode == 1
+    assert "history: error: is a symlink" in proc.stdout, proc.stdout
+    shown = run_cli("diff", "HEAD~1", "--strict", cwd=repo)
+    assert shown.returncode == 1
+    assert "history: is a symlink" in shown.stdout, shown.stdout
+    before = git(repo, "rev-parse", "HEAD")
+    proc = run_cli("complete", "--episode", EID, cwd=repo)
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stderr.startswith("jobstate: error: history is a symlink, and jobstate never writes through one")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert list(outside.iterdir()) == []
     assert git(repo, "rev-parse", "HEAD") == before

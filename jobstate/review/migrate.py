@@ -42,6 +42,7 @@ from jobstate.hashing import sha256_file
 from jobstate.review.verify import verify
 from jobstate.store.store import Store
 from jobstate.store.transaction import commit, locked, sync_remote
+from jobstate.store.undo import refuse_symlinks
 from jobstate.store.yamlio import dumps, load_file, loads
 from jobstate.version import __version__
 
@@ -361,6 +362,7 @@ def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
                     "migrate these episodes by hand, or report the file to jobstate's maintainers"
                 )
 
+        refuse_symlinks(store, [*files, *(new for _old, new in renames)])
         landed = commit(store, None, files, message, blobs=blobs, renames=renames, trees=trees, prove=prove)
         if landed is None:
             raise ConcurrentUpdate("the branch moved during the migration; nothing was migrated: run it again")

@@ -65,6 +65,7 @@ from jobstate.store.undo import (
     Pending,
     current,
     put_all,
+    refuse_symlinks,
     remove_temp_files,
     restore,
     undo_unlanded,
@@ -333,6 +334,7 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
                 continue
             if CONFIG_FILE not in change.files:
                 _refuse_uncommitted_settings(store)
+            refuse_symlinks(store, change.files)
             before = {rel: current(store, rel) for rel in change.files}
             write_undo(store, before, change.files)  # a kill from here on is undone by the next command
             try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from jobstate.atomic import Producer, atomic_dir, atomic_write, is_temp_name
 from jobstate.core.layout import HISTORY, PRIVATE, STATE, describes_episode, episode_dir, episode_of, year_dir
-from jobstate.errors import DirtyState
+from jobstate.errors import DirtyState, StateInvalid
 from jobstate.git.loose import Content, StoredBlob
 from jobstate.store.private import checked_path, read_private
 from jobstate.store.store import Store
@@ -42,6 +42,28 @@ def write_json(path: os.PathLike[str], value: object) -> None:
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(value), encoding="utf-8")
     os.replace(tmp, target)
+
+
+def refuse_symlinks(store: Store, paths: Iterable[str]) -> None:
+    """Refuse (StateInvalid, exit 7, nothing written) a change whose path goes through a symlink or ends at
+    one: a merged ``history -> /elsewhere`` would have the next command write outside the repository.
+    Called before anything of the change is written; verify and diff flag such an entry in a revision."""
+    for rel in paths:
+        here = store.root
+        parts = rel.split("/")
+        for n, part in enumerate(parts):
+            here = here / part
+            try:
+                info = here.lstat()
+            except (FileNotFoundError, NotADirectoryError):
+                break
+            if stat.S_ISLNK(info.st_mode):
+                link = "/".join(parts[: n + 1])
+                raise StateInvalid(
+                    f"{link} is a symlink, and jobstate never writes through one ({rel} would land wherever it "
+                    f"points); restore it as a directory of the repository (git rm {shlex.quote(link)}, then check "
+                    "out or recreate it); nothing was written (jobstate verify --rev HEAD shows it)"
+                )
 
 
 def current(store: Store, rel: str) -> Content | None:
