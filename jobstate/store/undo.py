@@ -83,7 +83,10 @@ def current(store: Store, rel: str) -> Content | None:
         if info.st_size <= _HOLD:
             with os.fdopen(os.dup(fd), "rb") as fh:
                 return fh.read()
-        return store.git.write_blob_from(fd, info.st_size, lambda _chunk: None)
+        try:
+            return store.git.write_blob_from(fd, info.st_size, lambda _chunk: None)
+        except ValueError as exc:
+            raise DirtyState(f"{rel}: {exc}: something else writes it; nothing was written, run again") from None
     finally:
         os.close(fd)
 
