@@ -160,3 +160,24 @@ def test_recording_an_artifact_hashes_the_real_file_and_commits_what_git_add_wou
     for args in (["--rev", "HEAD", "--strict"], ["--strict"]):
         code, out = _verify(lfs_repo, capsys, *args)
         assert code == 0, out
+
+
+@both_formats
+def test_a_pointer_where_no_lfs_attribute_applies_is_an_error_not_the_file(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a pull request swaps an approved artifact's bytes for a pointer naming them, with no LFS attributes:
+    # the oid and size match the record, and the bytes are gone from Git
+    with Store(repo, now=lambda: FIXED, lock_timeout=5) as store:
+        episode = allocate(store, "k", parse_period("2026-W32")).episode_id
+        with paid_step(store, episode, "generate") as step:
+            step.accepted("task-1")
+            (step.output_dir / "final.mp4").write_bytes(VIDEO)
+            step.artifact("final.mp4")
+    assert main(["--repo", str(repo), "approve", "--episode", episode, "--by", "editor"]) == 0
+    (repo / ART).write_bytes(_pointer(hashlib.sha256(VIDEO).hexdigest(), len(VIDEO)))
+    git(repo, "commit", "-qam", "lighter")
+    for args in (["--rev", "HEAD"], ["--rev", "HEAD", "--strict", "--against", "HEAD~1"], []):
+        code, out = _verify(repo, capsys, *args)
+        assert code == 1, (args, out)
+        assert f"{ART}: error: is a Git LFS pointer, but no filter=lfs attribute applies to it here" in "\n".join(out)

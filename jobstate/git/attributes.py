@@ -46,3 +46,30 @@ def filtered_blobs(cwd: Path, files: Mapping[str, Content | None]) -> dict[str, 
             sha = run_git(cwd, *filtering, input=data).stdout
         blobs[path] = sha.decode("ascii").strip()
     return blobs
+
+
+def lfs_tracked(cwd: Path, paths: list[str], commit: str | None) -> set[str]:
+    """The ``paths`` whose ``filter`` attribute is ``lfs``: as the work tree's attributes say (``commit`` None),
+    or as ``commit``'s own ``.gitattributes`` do (read through a throwaway index before Git 2.40, which has no
+    ``check-attr --source``). Read-only."""
+    if not paths:
+        return set()
+    stdin = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
+    ask = ("check-attr", "-z", "--stdin", "filter")
+    if commit is None:
+        out = run_git(cwd, *ask, input=stdin).stdout
+    else:
+        proc = run_git(cwd, "check-attr", f"--source={commit}", *ask[1:], input=stdin, check=False)
+        if proc.returncode == 0:
+            out = proc.stdout
+        else:
+            import tempfile  # noqa: PLC0415 - start-up: tempfile imports shutil; the retry path imports this module
+
+            with tempfile.TemporaryDirectory(prefix="jobstate-attr-") as tmp:
+                env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+                run_git(cwd, "read-tree", commit, env=env)
+                out = run_git(cwd, "check-attr", "--cached", *ask[1:], input=stdin, env=env).stdout
+    fields = out.split(b"\0")
+    return {
+        fields[i].decode("utf-8", "surrogateescape") for i in range(0, len(fields) - 2, 3) if fields[i + 2] == b"lfs"
+    }

@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 
 from jobstate.core.lfs import POINTER_MAX, parse_pointer
-from jobstate.store.snapshot import FileEntry, Revision, Snapshot
+from jobstate.git.attributes import lfs_tracked
+from jobstate.store.snapshot import FileEntry, Revision, Snapshot, WorkTree
 
 Finding = tuple[str, str, str]  # path, message, severity
 
@@ -26,15 +27,38 @@ def check_pointers(
         snap.prefetch([e.path for e in small])
     settled: set[str] = set()
     findings: list[Finding] = []
+    pointers: dict[str, bytes] = {}
     for entry in small:
         try:
             data = snap.read(entry.path)
         except OSError:
             continue  # reported when it is hashed
+        if parse_pointer(data) is not None and hashlib.sha256(data).hexdigest() != expected[entry.path][0]:
+            pointers[entry.path] = data  # else a real (small) file: hashed as any other
+    # a pointer stands for the file only where Git LFS keeps it: elsewhere the bytes are simply gone
+    if isinstance(snap, Revision):
+        tracked = lfs_tracked(snap.cwd, sorted(pointers), snap.commit)
+    elif isinstance(snap, WorkTree):
+        tracked = lfs_tracked(snap.root, sorted(pointers), None)
+    else:
+        tracked = set(pointers)  # a snapshot with no attributes of its own (a change overlaid)
+    for entry in small:
+        if entry.path not in pointers:
+            continue
+        if entry.path not in tracked:
+            settled.add(entry.path)
+            findings.append(
+                (
+                    entry.path,
+                    "is a Git LFS pointer, but no filter=lfs attribute applies to it here: the artifact's bytes "
+                    "are not in this revision (a pointer in place of the file)",
+                    "error",
+                )
+            )
+            continue
         want_sha, want_size = expected[entry.path]
-        pointer = parse_pointer(data)
-        if pointer is None or hashlib.sha256(data).hexdigest() == want_sha:
-            continue  # a real (small) file: hashed as any other
+        pointer = parse_pointer(pointers[entry.path])
+        assert pointer is not None  # kept above only when it parses
         settled.add(entry.path)
         if pointer.sha256 != want_sha:
             findings.append(
