@@ -42,15 +42,21 @@ def _pointer(sha: str, size: int) -> bytes:
     return f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha}\nsize {size}\n".encode()
 
 
-@pytest.fixture
-def lfs_repo(repo: Path, tmp_path: Path) -> Path:
-    """One episode whose recorded artifact is committed as an LFS pointer; the real file is checked out."""
+def _episode_with_video(repo: Path) -> str:
+    """One episode whose generate step recorded VIDEO as final.mp4."""
     with Store(repo, now=lambda: FIXED, lock_timeout=5) as store:
         episode = allocate(store, "k", parse_period("2026-W32")).episode_id
         with paid_step(store, episode, "generate") as step:
             step.accepted("task-1")
             (step.output_dir / "final.mp4").write_bytes(VIDEO)
             step.artifact("final.mp4")
+    return episode
+
+
+@pytest.fixture
+def lfs_repo(repo: Path, tmp_path: Path) -> Path:
+    """One episode whose recorded artifact is committed as an LFS pointer; the real file is checked out."""
+    _episode_with_video(repo)
     clean = tmp_path / "lfs_clean.py"
     clean.write_text(CLEAN)
     git(repo, "config", "filter.lfs.clean", f"{sys.executable} {clean}")
@@ -168,12 +174,7 @@ def test_a_pointer_where_no_lfs_attribute_applies_is_an_error_not_the_file(
 ) -> None:
     # a pull request swaps an approved artifact's bytes for a pointer naming them, with no LFS attributes:
     # the oid and size match the record, and the bytes are gone from Git
-    with Store(repo, now=lambda: FIXED, lock_timeout=5) as store:
-        episode = allocate(store, "k", parse_period("2026-W32")).episode_id
-        with paid_step(store, episode, "generate") as step:
-            step.accepted("task-1")
-            (step.output_dir / "final.mp4").write_bytes(VIDEO)
-            step.artifact("final.mp4")
+    episode = _episode_with_video(repo)
     assert main(["--repo", str(repo), "approve", "--episode", episode, "--by", "editor"]) == 0
     (repo / ART).write_bytes(_pointer(hashlib.sha256(VIDEO).hexdigest(), len(VIDEO)))
     git(repo, "commit", "-qam", "lighter")
