@@ -60,9 +60,16 @@ def _place(objects: Path, tmp: Path, sha: str, on_created: Created | None) -> No
         with suppress(FileExistsError):
             os.mkdir(path.parent)
         try:
-            os.replace(tmp, path)
+            os.link(tmp, path)  # never over an object another writer made meanwhile: that one is not ours
         except FileNotFoundError:
             continue  # git gc removed the directory after our mkdir: make it again
+        except FileExistsError:
+            tmp.unlink()
+            return
+        except OSError:
+            os.replace(tmp, path)  # a file system without hard links: as git does, rename instead
+        else:
+            tmp.unlink()
         if on_created is not None:
             on_created(path, path.stat().st_mtime_ns)
         return

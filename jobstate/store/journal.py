@@ -8,11 +8,12 @@ creates is listed (object ID and the mtime it was made with) in a journal of its
 - a commit that lands keeps everything listed so far (its own objects, and a reported
   artifact's blob it commits);
 - a commit that does not land (refused, lost race, disk full) removes the objects it made
-  itself, at once; a reported artifact's blob stays for the retry;
+  itself, at once, when there is no remote (a push whose answer was lost may have landed); a
+  reported artifact's blob stays for the retry;
 - a journal nobody holds (its command ended or was killed) is swept by the next command under
-  the lock, after the undo record it may need: each object listed after the last commit of it
-  that landed is removed. Before a commit moves the branch its ID is written to the journal, so
-  a kill just after it landed never removes what it refers to.
+  the lock, after the undo record it may need: each object listed after its last commit line is
+  removed. Before a commit moves the branch (or is pushed) its ID is written to the journal, and
+  whatever was made before that line stays: the commit may have landed, here or on a remote.
 
 An object is removed only while its mtime is the one it was made with: git freshens an object
 it would write again (so does jobstate), so one that another writer made or reused meanwhile
@@ -30,7 +31,6 @@ import stat
 import weakref
 from pathlib import Path
 
-from jobstate.errors import JobstateError
 from jobstate.git.loose import loose_path
 from jobstate.git.repo import GitRepo
 
@@ -115,25 +115,12 @@ class ObjectJournal:
         self._fd = None
 
 
-def _landed(git: GitRepo, head: str | None, commit: str) -> bool:
-    """Whether ``commit`` is on the branch, or was (a reset since leaves it in the reflog, which must stay whole)."""
-    if head is not None and git.is_ancestor(commit, head):
-        return True
-    logs = git.git_dir / "logs"
-    with contextlib.suppress(OSError, UnicodeDecodeError, JobstateError):
-        for log in (logs / "HEAD", git.common_dir / "logs" / git.head_ref()):
-            if commit in log.read_text(encoding="utf-8"):
-                return True
-    return False
-
-
 def sweep(git: GitRepo, directory: Path) -> None:
     """Remove the objects of every journal nobody holds that no landed commit refers to. Under the lock."""
     try:
         names = sorted(os.listdir(directory))
     except OSError:
         return
-    head = git.head_commit()
     objects = git.common_dir / "objects"
     for name in names:
         path = directory / name
@@ -154,8 +141,9 @@ def sweep(git: GitRepo, directory: Path) -> None:
                 if found is None:
                     continue  # not a line jobstate writes: nothing is removed for it
                 if found[3] is not None:
-                    if _landed(git, head, found[3]):
-                        pending.clear()  # landed: what it was built from stays
+                    # a commit that was about to land: it may have (here, or on a remote whose answer was lost,
+                    # or since reset away), so what it was built from stays for git gc to judge
+                    pending.clear()
                     continue
                 pending.append((found[1], int(found[2])))
             for sha, made in pending:

@@ -264,8 +264,9 @@ def commit(
             )
         except BaseException as exc:
             marker.unlink()
-            if (remote is None or not pushed) and git.resolve_ref(ref) != new:
-                store.journal.discard(made)  # it landed nowhere: nothing refers to what it wrote
+            if remote is None and git.resolve_ref(ref) != new:
+                # it landed nowhere (with a remote a push may have landed, answer lost: its objects stay)
+                store.journal.discard(made)
             if isinstance(exc, RemoteOutcomeUnknown):
                 # the next command must fetch before it trusts what this clone last saw of the remote
                 (store.private / REMOTE_UNSURE).touch()
@@ -280,7 +281,7 @@ def commit(
             record_remote_tip(store, remote, ref, new)
         if not moved:
             marker.unlink()
-            if remote is None or not pushed:
+            if remote is None:
                 store.journal.discard(made)
             if pushed and remote is not None:
                 raise UsageError(
