@@ -138,7 +138,8 @@ def test_a_command_killed_mid_commit_leaves_what_it_wrote_to_the_next_command(
     # a commit that was about to land keeps what it was built from (it may be on a remote): git gc judges it
     assert _unreachable(repo) == [] or not landed
     checked = git(repo, "fsck", "--no-progress", "--connectivity-only")
-    assert "missing" not in checked and "broken" not in checked, checked
+    assert "missing" not in checked, checked
+    assert "broken" not in checked, checked
     assert not list((repo / ".jobstate" / "journal").iterdir())
     assert status(repo) == ""
 
