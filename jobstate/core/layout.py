@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 
 STATE = "state"
 HISTORY = "history"
@@ -251,3 +252,50 @@ def mode_problem(mode: str) -> str | None:
     if mode == FILE_MODE:
         return None
     return _MODE_PROBLEMS.get(mode, f"has Git mode {mode}; state holds regular files only")
+
+
+# the attributes with which git changes a file's bytes between the commit and the work tree (gitattributes(5):
+# end of lines, $Id$ expansion, re-encoding, clean and smudge filters; crlf is text's old name)
+BYTE_ATTRIBUTES = ("text", "eol", "crlf", "filter", "ident", "working-tree-encoding")
+_LEFT_ALONE = ("unset", "unspecified")
+
+
+def is_artifact_path(path: str) -> bool:
+    """Whether ``path`` is a file a paid step reported (under an episode's directory, not one of its records)."""
+    found = episode_of(path)
+    return found is not None and found[1] not in ("", HISTORY) and found[1] not in RECORD_FILES
+
+
+def attribute_problem(path: str, values: dict[str, str]) -> str | None:
+    """Why git's attributes for one of jobstate's files (``git check-attr`` values of ``BYTE_ATTRIBUTES``,
+    ``unspecified`` for any not given) would change its bytes, or None. jobstate compares and commits its
+    files byte for byte, so a conversion makes a fresh clone's copy differ from what was committed. Git LFS
+    may keep an artifact (verify checks its pointer); a record is always a plain blob."""
+
+    def value(name: str) -> str:
+        return values.get(name, "unspecified")
+
+    def shown(name: str) -> str:
+        v = value(name)
+        return name if v == "set" else f"{name}={v}"
+
+    found = None
+    if value("text") not in _LEFT_ALONE:
+        found = "text"
+    elif value("crlf") not in _LEFT_ALONE:
+        found = "crlf"
+    elif value("text") == "unspecified" and value("eol") != "unspecified":
+        found = "eol"  # eol implies text where text is not unset
+    elif value("ident") not in _LEFT_ALONE:
+        found = "ident"
+    elif value("working-tree-encoding") not in _LEFT_ALONE:
+        found = "working-tree-encoding"
+    elif value("filter") not in _LEFT_ALONE and not (value("filter") == "lfs" and is_artifact_path(path)):
+        found = "filter"
+    if found is None:
+        return None
+    return (
+        f"git's attributes give it {shown(found)}, which changes its bytes between the commit and a checkout; "
+        "jobstate keeps its files exactly as committed: remove that line from .gitattributes "
+        f"(git check-attr {found} -- {shlex.quote(path)} shows what applies)"
+    )

@@ -50,12 +50,19 @@ def filtered_blobs(cwd: Path, files: Mapping[str, Content | None]) -> dict[str, 
 
 def lfs_tracked(cwd: Path, paths: list[str], commit: str | None) -> set[str]:
     """The ``paths`` whose ``filter`` attribute is ``lfs``: as the work tree's attributes say (``commit`` None),
-    or as ``commit``'s own ``.gitattributes`` do (read through a throwaway index before Git 2.40, which has no
-    ``check-attr --source``). Read-only."""
+    or as ``commit``'s own ``.gitattributes`` do. Read-only."""
+    found = check_attr(cwd, ("filter",), paths, commit)
+    return {path for path, values in found.items() if values.get("filter") == "lfs"}
+
+
+def check_attr(cwd: Path, names: tuple[str, ...], paths: list[str], commit: str | None) -> dict[str, dict[str, str]]:
+    """path -> {attribute: value} for ``names`` (``git check-attr``: ``set``, ``unset``, ``unspecified`` or
+    the value), as the work tree's attributes say (``commit`` None), or as ``commit``'s own ``.gitattributes``
+    do (read through a throwaway index before Git 2.40, which has no ``check-attr --source``). Read-only."""
     if not paths:
-        return set()
+        return {}
     stdin = b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
-    ask = ("check-attr", "-z", "--stdin", "filter")
+    ask = ("check-attr", "-z", "--stdin", *names)
     if commit is None:
         out = run_git(cwd, *ask, input=stdin).stdout
     else:
@@ -70,6 +77,10 @@ def lfs_tracked(cwd: Path, paths: list[str], commit: str | None) -> set[str]:
                 run_git(cwd, "read-tree", commit, env=env)
                 out = run_git(cwd, "check-attr", "--cached", *ask[1:], input=stdin, env=env).stdout
     fields = out.split(b"\0")
-    return {
-        fields[i].decode("utf-8", "surrogateescape") for i in range(0, len(fields) - 2, 3) if fields[i + 2] == b"lfs"
-    }
+    found: dict[str, dict[str, str]] = {}
+    for i in range(0, len(fields) - 2, 3):
+        path = fields[i].decode("utf-8", "surrogateescape")
+        found.setdefault(path, {})[fields[i + 1].decode("ascii", "replace")] = fields[i + 2].decode(
+            "utf-8", "surrogateescape"
+        )
+    return found

@@ -23,6 +23,7 @@ class CommitSettings(NamedTuple):
     signs: bool  # commit.gpgsign
     gc_auto: int  # gc.auto: loose objects before git gc --auto packs
     gc_pack_limit: int  # gc.autoPackLimit
+    attributes_file: Path  # core.attributesFile, or git's default place for it
 
 
 def _git_bool(key: str, value: str | None) -> bool:
@@ -83,7 +84,16 @@ def read_commit_settings(root: Path) -> CommitSettings:
         _git_bool("commit.gpgsign", settings.get("commit.gpgsign", "false")),
         _git_int(settings.get("gc.auto"), 6700),
         _git_int(settings.get("gc.autopacklimit"), 50),
+        attributes_file(settings.get("core.attributesfile")),
     )
+
+
+def attributes_file(configured: str | None) -> Path:
+    """Where git reads the user's own attributes (``core.attributesFile``, else the XDG default)."""
+    if configured:
+        return Path(os.path.expanduser(configured))
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(xdg) / "git" / "attributes"
 
 
 def gc_due(objects: Path, loose_name_length: int, settings: CommitSettings) -> bool:

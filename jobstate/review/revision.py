@@ -115,6 +115,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
             )
             files = snap.files(wanted_paths) if wanted_paths else {}
         view.unreadable += [f"{p}: {text}" for p, mode in snap.odd if (text := mode_problem(mode))]
+        view.unreadable += [f"{p}: {text}" for p, text in snap.attribute_problems(files)]
         view.unreadable += [f"{p}: {TWICE}" for p in snap.twice]
         view.unreadable += [f"{STATE}: {FLAT}"] if snap.flat_episodes() else []
         by_name: dict[str, list[str]] = {}  # episode -> the record files it has here

@@ -89,6 +89,7 @@ def collect(
         snap.prefetch([p for p in files if p.endswith(".yaml")])
     problems += [Problem(p, TWICE) for p in snap.twice]
     problems += [Problem(p, text) for p, mode in snap.odd if (text := mode_problem(mode))]
+    problems += [Problem(p, text) for p, text in snap.attribute_problems(files)]
     flat = snap.flat_episodes()
     if flat:
         problems.append(Problem(STATE, f"{FLAT} ({len(flat)}, {flat[0]} first)", "warning"))

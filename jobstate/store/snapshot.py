@@ -10,6 +10,7 @@ import contextlib
 import os
 import stat
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from jobstate.git.objects import CatFile, MissingObject, ObjectTooLarge
 from jobstate.git.repoconfig import config_value
 from jobstate.git.runner import READ_ONLY_ENV, run_git
 from jobstate.hashing import Digest, Progress, hash_files
+from jobstate.store.attributes import snapshot_problems
 
 ROOTS = (STATE, HISTORY)
 # no record is read when its object header says it is larger (store.yamlio.MAX_STATE_BYTES, the strict
@@ -114,6 +116,11 @@ class Snapshot:
         """sha256 and size of many files, in parallel."""
         raise NotImplementedError
 
+    def attribute_problems(self, paths: Iterable[str]) -> list[tuple[str, str]]:
+        """(path, why) for the files (of ``paths``, as ``files`` listed them) whose bytes git's attributes
+        would change (store.attributes). Read-only."""
+        return []
+
     def close(self) -> None:
         """Release helper processes."""
 
@@ -169,6 +176,15 @@ class WorkTree(Snapshot):
 
     def read(self, path: str) -> bytes:
         return (self.root / self.real.get(path, path)).read_bytes()
+
+    def attribute_problems(self, paths: Iterable[str]) -> list[tuple[str, str]]:
+        def read(rel: str) -> bytes:
+            try:
+                return (self.root / rel).read_bytes()
+            except OSError:
+                return b""
+
+        return snapshot_problems(self.root, paths, None, read)
 
     def hash(
         self, entries: list[FileEntry], workers: int | None, progress: Progress | None
@@ -243,6 +259,17 @@ class Revision(Snapshot):
             raise _too_large(path, exc.size) from None
         except MissingObject:
             raise FileNotFoundError(path) from None
+
+    def attribute_problems(self, paths: Iterable[str]) -> list[tuple[str, str]]:
+        def read(rel: str) -> bytes:
+            try:
+                return self.read(rel)
+            except FileNotFoundError:
+                return b""
+            except StateInvalid:
+                return b"[attr]"  # too large to read here: git check-attr judges it
+
+        return snapshot_problems(self.cwd, paths, self.commit, read)
 
     def hash(
         self, entries: list[FileEntry], workers: int | None, progress: Progress | None

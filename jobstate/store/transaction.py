@@ -54,6 +54,7 @@ from jobstate.git.loose import Content
 from jobstate.git.network import fetch, push
 from jobstate.git.objects import TreeEdit
 from jobstate.git.repoconfig import converted_by_git
+from jobstate.store.attributes import converted_error, refuse_converting
 from jobstate.store.catalog import Catalog
 from jobstate.store.journal import sweep
 from jobstate.store.lock import FileLock
@@ -340,6 +341,7 @@ def transact(store: Store, decide: Callable[[Catalog], StateChange[T]]) -> T:
             write_undo(store, before, change.files)  # a kill from here on is undone by the next command
             try:
                 put_all(store, change.files)
+                refuse_converting(store, [rel for rel, data in change.files.items() if data is not None])
                 landed = commit(store, cat, change.files, change.message) is not None
             except BaseException:
                 # refused, unreachable or interrupted: finish what landed, put back what did not
@@ -377,7 +379,9 @@ def _refuse_uncommitted_settings(store: Store) -> None:
     data = store.config_bytes()
     if (store.git.blob_sha(data) if data or head else "") != head:
         if data and head and converted_by_git(store.root, CONFIG_FILE, data, head):
-            raise DirtyState(f"{advice.converted(CONFIG_FILE)}; nothing was written")
+            raise converted_error(store, CONFIG_FILE) or DirtyState(
+                f"{advice.converted(CONFIG_FILE)}; nothing was written"
+            )
         raise DirtyState(
             f"{CONFIG_FILE} differs from HEAD and decisions read it: {advice.commit_or_restore(CONFIG_FILE)}; "
             "nothing was written"

@@ -28,6 +28,7 @@ from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_
 from jobstate.core.tombstones import tombstone_from_yaml_dict
 from jobstate.errors import DirtyState, JobstateError, StateInvalid, UsageError
 from jobstate.git.repoconfig import converted_by_git
+from jobstate.store.attributes import converted_error
 from jobstate.store.catalog import Catalog, Row
 from jobstate.store.config import config_from_text
 from jobstate.store.history import branch_tips, episode_events, files_at
@@ -262,6 +263,6 @@ def check_clean(store: Store, row: Row) -> bytes:
         ) from None
     if store.git.blob_sha(data) != row.blob:
         if converted_by_git(store.root, row.path, data, row.blob):
-            raise DirtyState(advice.converted(row.path))
+            raise converted_error(store, row.path) or DirtyState(advice.converted(row.path))
         raise UsageError(f"{row.path} has uncommitted changes: {advice.commit_or_restore(row.path)}")
     return data
