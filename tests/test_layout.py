@@ -225,3 +225,27 @@ def test_a_move_into_the_new_layout_that_changes_a_mode_is_a_change(history: Pat
     found = changed_paths(history, git(history, "rev-parse", "HEAD~1").strip(), "HEAD")
     assert found is not None
     assert found[0] == frozenset({moved})
+
+
+@pytest.mark.parametrize("mode", ["100755", "120000"])
+def test_migrate_refuses_a_file_no_command_writes_with_the_one_code_for_it(history: Path, mode: str) -> None:
+    """An executable file or a symlink in a flat episode is refused as every committing command refuses it
+    (exit 7, the mode rule), not carried into the new layout and then failed by the migration's proof."""
+    flatten(history)
+    path = "state/2026-W30-0/episode.yaml"
+    if mode == "120000":
+        (history / path).unlink()
+        (history / path).symlink_to("../../README")
+        git(history, "add", path)
+    else:
+        (history / path).chmod(0o755)
+        git(history, "add", path)
+    git(history, "commit", "-qm", "a file no command writes")
+    head = git(history, "rev-parse", "HEAD")
+    refused = run_cli("migrate", cwd=history)
+    assert refused.returncode == errors.STATE_INVALID, refused.stderr
+    assert refused.stderr.startswith(f"jobstate: error: {path} is "), refused.stderr
+    assert "nothing was written" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert git(history, "rev-parse", "HEAD") == head
+    assert status(history) == ""

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobstate.core.layout import episode_dir, record_path_problem
-from jobstate.core.model import tracked_private
 from jobstate.core.records import AttemptState
+from jobstate.core.rules_state import tracked_private
 from jobstate.errors import DirtyState
 from jobstate.paid.step import paid_step
 from jobstate.store.private import checked_path, read_private

@@ -182,3 +182,9 @@ def test_a_pointer_where_no_lfs_attribute_applies_is_an_error_not_the_file(
         code, out = _verify(repo, capsys, *args)
         assert code == 1, (args, out)
         assert f"{ART}: error: is a Git LFS pointer, but no filter=lfs attribute applies to it here" in "\n".join(out)
+    # diff names the same rule verify --against does (issue 28): the record is unchanged, the bytes are not
+    capsys.readouterr()
+    assert main(["--repo", str(repo), "diff", "--strict", "HEAD~1", "HEAD"]) == 1
+    assert "artifact changed after approval" in capsys.readouterr().out
+    code, out = _verify(repo, capsys, "--rev", "HEAD", "--against", "HEAD~1")
+    assert "artifact changed after approval" in "\n".join(out), out

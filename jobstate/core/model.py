@@ -10,20 +10,18 @@ The rules:
 - submissions.yaml: attempts are appended, never removed; a field once written keeps its value;
   ``state`` moves only along ``TRANSITIONS``, each move with the decision it needs.
 - costs.yaml and approval.yaml: append-only ledgers.
-- artifacts.yaml: no artifact changes once the episode is approved.
+- artifacts.yaml: no artifact changes once the episode is approved, in the record or in its bytes.
 - history/<id>.yaml: written once, and only for an approved episode with no step open
   (its agreement with the records is checked on each revision: ``history_problems``).
 - jobstate.yaml: a cap raised or removed, a budget removed or its ``per`` changed, or the period
   kind changed once episodes exist.
-- .jobstate/: never in a revision. jobstate trusts only the private files it wrote itself, so a
-  tracked one is refused by every committing command, a problem for verify and an alarm for diff.
+- .jobstate/: never in a revision (``core.rules_state.tracked_private``, with the rules of a whole state).
 """
 
 from __future__ import annotations
 
 import reprlib
-import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -36,10 +34,8 @@ from jobstate.core.layout import (
     ARTIFACTS,
     COSTS,
     EPISODE_FILE,
-    PRIVATE,
     SUBMISSIONS,
     history_path,
-    is_private,
     record_path,
 )
 from jobstate.core.records import AttemptState
@@ -145,6 +141,22 @@ def episode_change(old: Records, new: Records) -> list[Violation]:
                 "no artifact changes once the episode is approved",
             )
         )
+    elif old.completed_at is None and old.blobs and new.blobs:
+        # the records unchanged, the bytes swapped (for a Git LFS pointer, say): the files are final too
+        before, after = _files(eid, old.blobs), _files(eid, new.blobs)
+        swapped = sorted(p for p in old.artifacts if p in before and before[p] != after.get(p))
+        if swapped:
+            out.append(
+                Violation(
+                    "artifact changed after approval",
+                    eid,
+                    record_path(eid, swapped[0]),
+                    "content",
+                    before[swapped[0]],
+                    after.get(swapped[0]),
+                    "no artifact changes once the episode is approved",
+                )
+            )
     if old.completed_at is not None:
         changed = sorted(p for p in set(old.blobs) | set(new.blobs) if old.blobs.get(p) != new.blobs.get(p))
         if changed:
@@ -162,6 +174,11 @@ def episode_change(old: Records, new: Records) -> list[Violation]:
     if old.history is None and new.history is not None:
         out += completion_problems(new)
     return out
+
+
+def _files(eid: str, blobs: Mapping[str, str]) -> dict[str, str]:
+    """An episode's blobs by their path in its directory (the same in either layout)."""
+    return {p.split(f"/{eid}/", 1)[1]: blob for p, blob in blobs.items() if f"/{eid}/" in p}
 
 
 def artifacts_change(eid: str, old: Mapping[str, Artifact], new: Mapping[str, Artifact]) -> list[Violation]:
@@ -468,22 +485,3 @@ def _decimal(value: Any) -> Decimal | None:
         return Decimal(str(value)) if isinstance(value, str) else None
     except ArithmeticError:
         return None
-
-
-def tracked_private(paths: Iterable[str]) -> list[Violation]:
-    """Every path of a revision (or index) under ``.jobstate/``: what Git delivers there is data jobstate
-    would otherwise take for its own records (an undo, a pending change, a command's result)."""
-    return [
-        Violation(
-            "private file tracked",
-            "-",
-            path,
-            "path",
-            None,
-            path,
-            f"nothing under {PRIVATE}/ is ever committed: jobstate reads there only what it wrote itself; "
-            f"untrack it with: git rm --cached -r {shlex.quote(path)}",
-        )
-        for path in sorted(paths)
-        if is_private(path)
-    ]

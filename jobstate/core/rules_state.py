@@ -6,12 +6,13 @@ every change and every commit of a range (review/changes.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
 from jobstate.core.budget import Acknowledgement, first_day
-from jobstate.core.layout import BUDGET_ACKNOWLEDGED, EPISODE_FILE, episode_dir, record_path
+from jobstate.core.layout import BUDGET_ACKNOWLEDGED, EPISODE_FILE, PRIVATE, episode_dir, is_private, record_path
 from jobstate.core.model import Records, Violation, episode_change, ledger_change
 from jobstate.core.periods import is_period, parse_period
 
@@ -174,3 +175,22 @@ def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Vio
         if new.budget_per is not None and (now is None or Decimal(now) > Decimal(cap)):
             alarm(f"budget.limits.{currency}", cap, now, "a cap is never raised or removed without an alarm")
     return out
+
+
+def tracked_private(paths: Iterable[str]) -> list[Violation]:
+    """Every path of a revision (or index) under ``.jobstate/``: what Git delivers there is data jobstate
+    would otherwise take for its own records (an undo, a pending change, a command's result)."""
+    return [
+        Violation(
+            "private file tracked",
+            "-",
+            path,
+            "path",
+            None,
+            path,
+            f"nothing under {PRIVATE}/ is ever committed: jobstate reads there only what it wrote itself; "
+            f"untrack it with: git rm --cached -r {shlex.quote(path)}",
+        )
+        for path in sorted(paths)
+        if is_private(path)
+    ]

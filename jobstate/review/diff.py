@@ -19,11 +19,11 @@ from jobstate.core.costs import totals
 from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.keys import key_problems
 from jobstate.core.layout import PRIVATE
-from jobstate.core.model import Violation, appended, tracked_private
+from jobstate.core.model import Violation, appended
 from jobstate.core.money import sum_by_currency
 from jobstate.core.probe import PROBE_BY
 from jobstate.core.records import AttemptState
-from jobstate.core.rules_state import migrated_from, state_violations
+from jobstate.core.rules_state import migrated_from, state_violations, tracked_private
 from jobstate.review.changes import range_violations
 from jobstate.review.decisions import require_signers_file, signed_decisions
 from jobstate.review.merges import merge_findings

@@ -40,12 +40,11 @@ from jobstate.core.model import (
     attempts_violations,
     completion_problems,
     history_artifact_problems,
-    tracked_private,
 )
 from jobstate.core.periods import is_period, parse_period
 from jobstate.core.preservation import compare
 from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
-from jobstate.core.rules_state import key_owner_problem, sequence_problem
+from jobstate.core.rules_state import key_owner_problem, sequence_problem, tracked_private
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo

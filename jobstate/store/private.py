@@ -7,7 +7,7 @@ naming a task nobody submitted), and Git checks them out owned by the user. So:
 
 - ``refuse_tracked`` (every committing command, before its lock is taken): a ``.jobstate`` that is
   not a directory of the user's, or any path under it that HEAD or the index has, is refused (exit 2)
-  with the ``git rm --cached`` that untracks it; the rule is ``core.model.tracked_private``, which
+  with the ``git rm --cached`` that untracks it; the rule is ``core.rules_state.tracked_private``, which
   verify and diff apply to revisions.
 - ``read_private``: a private file is read only when it is a regular file of the user's, with no
   symlink anywhere from the repository root, and Git does not track it.
@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 from jobstate.core.layout import PRIVATE, REFUSED, record_path_problem, refused_report_path
-from jobstate.core.model import tracked_private
+from jobstate.core.rules_state import tracked_private
 from jobstate.errors import DirtyState
 from jobstate.git.head import tracked
 from jobstate.store.store import Store

@@ -38,7 +38,7 @@ from jobstate.core.layout import (
     episode_of,
     mode_problem,
 )
-from jobstate.core.model import tracked_private
+from jobstate.core.rules_state import tracked_private
 from jobstate.errors import (
     ConcurrentUpdate,
     DirtyState,
