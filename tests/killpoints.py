@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .forkserver import ForkServer
+
 KILL_AT = "JOBSTATE_TEST_KILL_AT"
 # (command, mode, K_max, kill points swept, seconds) of every sweep, printed at the end (see conftest.py)
 SWEPT: list[tuple[str, str, int, int, float]] = []
@@ -116,13 +118,27 @@ def wait_for_group(pgid: int, timeout: float = 60) -> None:
 
 
 def run_hooked(
-    args: list[str], cwd: Path, log: Path, kill_at: int, env: dict[str, str] | None = None, *, match: str = ""
+    args: list[str],
+    cwd: Path,
+    log: Path,
+    kill_at: int,
+    env: dict[str, str] | None = None,
+    *,
+    match: str = "",
+    server: ForkServer | None = None,
 ) -> Outcome:
     """``jobstate ARGS`` in its own session, killed at operation ``kill_at`` (0: never) or at the first one
-    ``match`` finds; waits for any orphan."""
+    ``match`` finds; waits for any orphan. With ``server``, the process is forked from it (jobstate imported)."""
     full = {**os.environ, **(env or {}), KILL_AT: str(kill_at), KILL_LOG: str(log), KILL_MATCH: match}
     full["PYTHONDONTWRITEBYTECODE"] = "1"
     log.unlink(missing_ok=True)
+    if server is not None:
+        started = server.start(KILLER, ["-c", *args], cwd, full)
+        code = started.wait()
+        wait_for_group(started.pid)
+        out, err = started.output()
+        ops = json.loads(log.read_text(encoding="utf-8"))["ops"] if log.exists() else []
+        return Outcome(code, out, err, ops)
     with subprocess.Popen(
         [sys.executable, "-c", KILLER, *args],
         cwd=cwd,

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from jobstate.core.layout import MAX_RECORD_BYTES as MAX_STATE_BYTES
 from jobstate.core.layout import episode_dir
 from jobstate.main import main
-from jobstate.store.yamlio import MAX_STATE_BYTES
 
 from .conftest import git, run_cli
 

@@ -37,7 +37,8 @@ from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
 from .conftest import git, git_init
-from .killpoints import SWEEP_ROW, Outcome, run_hooked
+from .forkserver import JOBSTATE, ForkServer
+from .killpoints import SWEEP_ROW, Outcome, run_hooked, wait_for_group
 from .legacy import flatten, make_legacy_repo
 
 WEEK, EID, STEP = "2026-W32", "2026-W32-0", "generate"
@@ -90,6 +91,7 @@ class World:
     root: Path
     remote: bool
     vendor: VendorSimulator
+    server: ForkServer | None = None  # every jobstate process forked from it (tests/forkserver.py)
 
     @property
     def repo(self) -> Path:
@@ -104,6 +106,14 @@ class World:
         return {"SWEEP_VENDOR_URL": self.vendor.url}
 
     def jobstate(self, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
+        if self.server is not None:
+            started = self.server.start(JOBSTATE, ["jobstate", *args], self.repo, {**os.environ, **self.env})
+            code = started.wait()
+            wait_for_group(started.pid)
+            proc = subprocess.CompletedProcess(list(args), code, *started.output())
+            assert "Traceback" not in proc.stderr, proc.stderr
+            assert proc.returncode in ok, f"jobstate {' '.join(args)}: exit {proc.returncode}: {proc.stderr}"
+            return proc
         proc = subprocess.run(
             [sys.executable, "-m", "jobstate", *args],
             cwd=self.repo,
@@ -327,7 +337,7 @@ def _case(template: World, root: Path) -> Iterator[World]:
     with VendorSimulator(price="12.40") as vendor:
         for c in template.vendor.charges():
             vendor.accept(c["idempotency_key"], {"kind": "generate", "episode": EID}, c["amount"])
-        w = World(template.top, root, template.remote, vendor)
+        w = World(template.top, root, template.remote, vendor, template.server)
         if w.remote:
             git(w.repo, "remote", "set-url", "origin", f"file://{w.bare}")
         yield w
@@ -341,7 +351,7 @@ def _args(s: Scenario, w: World) -> list[str]:
 def _kill_point(template: World, s: Scenario, root: Path, k: int) -> Outcome:
     with _case(template, root) as w:
         args = _args(s, w)
-        outcome = run_hooked(args, w.repo, root / "ops.json", k, w.env)
+        outcome = run_hooked(args, w.repo, root / "ops.json", k, w.env, server=w.server)
         try:
             if k and not outcome.killed:
                 # a run may make a few operations fewer than the counting run (which git processes a
@@ -371,6 +381,20 @@ def _kill_point(template: World, s: Scenario, root: Path, k: int) -> Outcome:
 MODES = ["local", "remote"]
 
 
+@pytest.fixture(scope="module")
+def fork_server() -> Iterator[ForkServer | None]:
+    """One per xdist worker: a jobstate process costs a fork, not an interpreter's start-up and imports
+    (``JOBSTATE_TEST_SWEEP_FORK=0``: each a fresh interpreter, as a scheduler starts it)."""
+    if os.environ.get("JOBSTATE_TEST_SWEEP_FORK", "1") == "0":
+        yield None
+        return
+    server = ForkServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 def kill_points(ops: list[str], *, full: bool) -> list[int]:
     """K = 1..K_max, or (not ``full``) the operations just before and just after each process started."""
     every = range(1, len(ops) + 1)
@@ -398,12 +422,13 @@ def test_a_kill_at_every_operation_is_recovered_by_jobstate_alone(
     tmp_path_factory: pytest.TempPathFactory,
     case: tuple[Scenario, str, int],
     record_property: Callable[[str, object], None],
+    fork_server: ForkServer | None,
 ) -> None:
     scenario, mode, part = case
     started = time.monotonic()
     top = tmp_path
     with VendorSimulator(price="12.40") as vendor:
-        template = World(top, top / "template", mode == "remote", vendor)
+        template = World(top, top / "template", mode == "remote", vendor, fork_server)
         template.root.mkdir()
         scenario.prepare(template)
         count = _kill_point(template, scenario, top / "count", 0)

@@ -8,6 +8,7 @@ tree as clean and Git objects hold only the pointer.
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -163,6 +164,10 @@ def test_recording_an_artifact_hashes_the_real_file_and_commits_what_git_add_wou
     assert git(lfs_repo, "cat-file", "blob", f"HEAD:{path}").encode() == _pointer(record.sha256, len(media))
     assert status(lfs_repo) == ""  # the index agrees with the commit: no staged conversion left behind
     assert (lfs_repo / path).read_bytes() == media
+    # the blob the real file was streamed into is taken back once the pointer's commit landed: Git LFS keeps
+    # the file, and an artifact may be gigabytes (issue 29)
+    raw = git(lfs_repo, "hash-object", "--no-filters", path).strip()
+    assert subprocess.run(["git", "cat-file", "-e", raw], cwd=lfs_repo, check=False).returncode != 0
     for args in (["--rev", "HEAD", "--strict"], ["--strict"]):
         code, out = _verify(lfs_repo, capsys, *args)
         assert code == 0, out

@@ -238,6 +238,18 @@ def record_path_problem(path: object, *, tracked: bool = False) -> str | None:
     return f"is not under {STATE}/ or {HISTORY}/, nor {CONFIG_FILE}, .gitignore or .gitattributes"
 
 
+# the largest record any reader takes: what a pull request delivers larger is refused unread (by the size a
+# file or a Git object header gives), so review never holds a 256 MiB costs.yaml in memory
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+
+
+def record_size_problem(size: int) -> str | None:
+    """Why a record of ``size`` bytes is not read, or None: the one size rule of every reader."""
+    if size <= MAX_RECORD_BYTES:
+        return None
+    return f"{size} bytes is over the {MAX_RECORD_BYTES // (1024 * 1024)} MiB limit for a state file; it was not read"
+
+
 # jobstate writes every file of the state as a plain, non-executable blob; Git can hold others there
 FILE_MODE = "100644"
 _MODE_PROBLEMS = {

@@ -88,6 +88,9 @@ class GitRepo:
         self._cat: CatFile | None = None
         # told of every loose object this process creates (the store's journal: a failed commit takes them back)
         self.on_created: loose.Created | None = None
+        # a blob this process made that the commit being built will not refer to (a clean filter wrote the blob
+        # committed in its place): its owner may take it back once that commit lands
+        self.on_superseded: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------------- format
     @property
@@ -372,6 +375,10 @@ class GitRepo:
         at the commit yet: ``update_ref`` makes it visible.
         """
         filtered = filtered_blobs(self.root, files)  # artifacts kept in Git LFS: what git add would commit
+        for path in filtered:
+            raw = files[path]
+            if isinstance(raw, StoredBlob) and self.on_superseded is not None:
+                self.on_superseded(raw.sha)
         changes: dict[str, TreeEdit] = {
             path: None if data is None else (BLOB_MODE, filtered.get(path) or self._blob(data))
             for path, data in files.items()

@@ -52,6 +52,7 @@ class ObjectJournal:
         self.git, self.directory = git, directory
         self._objects = git.common_dir / "objects"
         self._made: list[tuple[str, int]] = []
+        self._superseded: set[str] = set()
         self._fd: int | None = None
         self._name: Path | None = None
         self._release: weakref.finalize[[int], ObjectJournal] | None = None
@@ -85,9 +86,19 @@ class ObjectJournal:
         if self._made:
             self._write(f"commit {commit}")
 
+    def superseded(self, sha: str) -> None:
+        """``sha`` (an artifact streamed into a blob) is not what the commit being built refers to: a clean
+        filter (Git LFS) wrote the committed blob from it. Once that commit lands it is taken back (it may be
+        gigabytes, and Git LFS keeps the file); until then a retry needs it."""
+        self._superseded.add(sha)
+
     def keep(self) -> None:
-        """A commit landed: everything made so far is kept."""
+        """A commit landed: everything made so far is kept, but for the blobs it superseded."""
+        for sha, made in self._made:
+            if sha in self._superseded:
+                _remove(self._objects, sha, made)
         self._made.clear()
+        self._superseded.clear()
         self._rewrite()
 
     def discard(self, since: int) -> None:
@@ -95,6 +106,7 @@ class ObjectJournal:
         for sha, made in self._made[since:]:
             _remove(self._objects, sha, made)
         del self._made[since:]
+        self._superseded.clear()  # the commit that superseded them did not land: a retry builds it again
         self._rewrite()
 
     def _rewrite(self) -> None:

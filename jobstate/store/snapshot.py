@@ -14,7 +14,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobstate.core.layout import CONFIG_FILE, FILE_MODE, HISTORY, STATE, canonical, episode_of, mode_problem
+from jobstate.core.layout import (
+    CONFIG_FILE,
+    FILE_MODE,
+    HISTORY,
+    MAX_RECORD_BYTES,
+    STATE,
+    canonical,
+    episode_of,
+    mode_problem,
+    record_size_problem,
+)
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.blobs import BlobHasher
 from jobstate.git.head import tracked_in_work_tree
@@ -25,9 +35,8 @@ from jobstate.hashing import Digest, Progress, hash_files
 from jobstate.store.attributes import snapshot_problems
 
 ROOTS = (STATE, HISTORY)
-# no record is read when its object header says it is larger (store.yamlio.MAX_STATE_BYTES, the strict
-# readers' limit): a pull request with a 256 MiB costs.yaml must not exhaust the runner reviewing it
-MAX_READ = 4 * 1024 * 1024
+# no record is read when its object header says it is larger (core.layout's one size rule)
+MAX_READ = MAX_RECORD_BYTES
 # one episode's file at its place in the flat layout and at today's: one of the two is not what commands read
 TWICE = "is in the flat layout and its episode in today's layout too (state/<year>/<period>/<id>/); remove one"
 
@@ -40,9 +49,7 @@ FLAT = (
 
 
 def _too_large(path: str, size: int) -> StateInvalid:
-    return StateInvalid(
-        f"{path}: {size} bytes is over the {MAX_READ // (1024 * 1024)} MiB limit for a state file; it was not read"
-    )
+    return StateInvalid(f"{path}: {record_size_problem(size)}")
 
 
 @dataclass(frozen=True)

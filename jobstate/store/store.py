@@ -61,6 +61,7 @@ class Store:
         self.private = root / PRIVATE
         self.journal = ObjectJournal(self.git, self.private / JOURNAL)
         self.git.on_created = self.journal.add
+        self.git.on_superseded = self.journal.superseded
         self._lock_timeout = lock_timeout
         self._remote = remote
         self._config: Config | None = None

@@ -12,11 +12,11 @@ from typing import Any
 import yaml
 
 from jobstate.core import advice
+from jobstate.core.layout import record_size_problem
 from jobstate.errors import StateInvalid
 
 # state files are small (an episode.yaml is a few hundred bytes); parsing costs about 100 times a
 # file's size in memory, so anything larger is refused before parsing (exit 7)
-MAX_STATE_BYTES = 4 * 1024 * 1024
 
 _BaseLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -71,7 +71,7 @@ def loads(data: bytes | str, source: str, *, allow_empty: bool = False) -> Any:
 
     Aliases are refused: state files never need them, and nested aliases can
     expand a small file into an enormous value (a "billion laughs"). Files over
-    MAX_STATE_BYTES are refused before parsing.
+    the record size limit (``core.layout.record_size_problem``) are refused before parsing.
     """
     _check_size(len(data), source)
     try:
@@ -97,11 +97,9 @@ def loads(data: bytes | str, source: str, *, allow_empty: bool = False) -> Any:
 
 
 def _check_size(size: int, source: str) -> None:
-    if size > MAX_STATE_BYTES:
-        raise StateInvalid(
-            f"{source}: {size} bytes is over the {MAX_STATE_BYTES // (1024 * 1024)} MiB limit for a state file; "
-            f"it was not read: restore it ({advice.restore(source)}) or split what it holds"
-        )
+    problem = record_size_problem(size)
+    if problem is not None:
+        raise StateInvalid(f"{source}: {problem}: restore it ({advice.restore(source)}) or split what it holds")
 
 
 def load_file(path: Path, source: str, *, allow_empty: bool = False) -> Any:
