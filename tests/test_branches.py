@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from jobstate.core.layout import episode_dir
 from jobstate.store.yamlio import loads
 
-from .conftest import git, run_cli
+from .conftest import git, run_cli, status
 
 ROOT = Path(__file__).parent.parent
 
@@ -80,6 +82,38 @@ def test_one_id_on_two_branches_is_found_at_the_merge_and_the_advice_retires_not
     assert "jobstate retire" not in again.stderr
     assert "no longer contains" not in again.stderr
     assert "do not retire 2026-W33-0" in again.stderr
+
+
+@pytest.mark.parametrize("kept_first", [True, False], ids=["kept-key-older", "kept-key-newer"])
+def test_a_fresh_clone_of_a_merge_that_kept_one_key_of_an_id_refuses_the_other_key(
+    repo: Path, tmp_path: Path, kept_first: bool
+) -> None:
+    """A key the merge's resolution dropped was given (and maybe paid) on its branch: a fresh clone, which
+    knows the history only, must refuse it too, whichever of the two additions is older (issue 29)."""
+    side = _worktree(repo, tmp_path)
+    first, second = (
+        [("b", side, "--any-branch"), ("a", repo, "")]
+        if kept_first
+        else [
+            ("a", repo, ""),
+            ("b", side, "--any-branch"),
+        ]
+    )
+    for key, where, flag in (first, second):
+        got = run_cli("allocate", "--key", key, "--week", "2026-W33", *([flag] if flag else []), cwd=where)
+        assert got.stdout == "2026-W33-0\n", got.stderr
+    _merge_keeping_theirs(repo)  # keeps b's episode.yaml
+    git(repo, "commit", "-qm", "merge side")
+    git(repo, "worktree", "remove", "--force", str(side))
+    git(repo, "branch", "-D", "side")  # only main's history reaches the clone
+    fresh = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(repo), str(fresh)], check=True)
+    lost = run_cli("allocate", "--key", "a", "--week", "2026-W33", cwd=fresh)
+    assert lost.returncode == 4, lost.stdout + lost.stderr
+    assert "do not retire 2026-W33-0" in lost.stderr
+    kept = run_cli("allocate", "--key", "b", "--week", "2026-W33", cwd=fresh)
+    assert (kept.returncode, kept.stdout) == (0, "2026-W33-0\n"), kept.stderr
+    assert status(fresh) == ""
 
 
 def test_one_key_with_two_ids_across_a_merge_is_flagged(repo: Path, tmp_path: Path) -> None:

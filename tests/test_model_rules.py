@@ -53,6 +53,8 @@ class Rec:
     """An episode's records as the model reads them."""
 
     episode_id: str = EID
+    period_id: str = EID.rsplit("-", 1)[0]
+    sequence: int = int(EID.rsplit("-", 1)[1])
     steps: Steps = field(default_factory=dict)
     costs: list[CostEntry] = field(default_factory=list)
     decisions: list[Decision] = field(default_factory=list)
@@ -350,6 +352,14 @@ def test_history_agrees_with_the_records() -> None:
         _wrong("approval", ok[0].fields, copy["approval"], "must copy the latest decision")
     ]
     assert completion_problems(Rec(decisions=ok, history={"approval": dict(ok[0].fields)})) == []
+    # the episode's identity, copied: a history naming another key, period or sequence disagrees (the one rule,
+    # which verify asks; it used to keep a copy of its own)
+    same = {"period_id": "2026-W32", "sequence": 0, "allocation_key": "k"}
+    assert completion_problems(Rec(decisions=ok, history=same)) == []
+    for name, value in (("period_id", "2026-W33"), ("sequence", 1), ("allocation_key", "other")):
+        assert completion_problems(Rec(decisions=ok, history={**same, name: value})) == [
+            _wrong(name, same[name], value, f"must copy the episode's {name}")
+        ]
 
 
 def test_history_lists_the_references_and_totals() -> None:

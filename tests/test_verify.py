@@ -216,7 +216,10 @@ def test_history_must_agree_with_episode(pipeline_repo: Path) -> None:
     path = pipeline_repo / history_path("2026-W32-0")
     path.write_text(path.read_text().replace("allocation_key: a", "allocation_key: zzz"))
     git(pipeline_repo, "commit", "-qam", "bad history")
-    assert "allocation_key 'zzz' disagrees" in _verify(pipeline_repo, "--rev", "HEAD").stdout
+    assert (
+        "must copy the episode's allocation_key (allocation_key: records 'a', history 'zzz')"
+        in _verify(pipeline_repo, "--rev", "HEAD").stdout
+    )
 
 
 def test_bare_clone_and_bad_revisions(pipeline_repo: Path, tmp_path: Path) -> None:

@@ -81,6 +81,9 @@ class Completed(Protocol):
     """What the rule for history reads of an episode."""
 
     episode_id: str
+    period_id: str
+    sequence: int
+    allocation_key: str | None
     steps: Steps
     costs: list[CostEntry]
     decisions: list[Decision]
@@ -92,7 +95,6 @@ class Completed(Protocol):
 class Records(Completed, Protocol):
     """What an episode records at one revision, as the model reads it."""
 
-    allocation_key: str | None
     allocated_at: str | None
     blobs: dict[str, str]  # every file of the episode -> its Git blob ID
 
@@ -423,6 +425,10 @@ def completion_problems(records: Completed) -> list[Violation]:
     def wrong(field: str, recorded: Any, found: Any, rule: str, kind: str = "history disagrees") -> None:
         out.append(Violation(kind, eid, where, field, recorded, found, rule))
 
+    for field in ("period_id", "sequence", "allocation_key"):
+        mine, theirs = getattr(records, field), history.get(field)
+        if theirs is not None and mine not in (None, "", -1) and theirs != mine:
+            wrong(field, mine, theirs, f"must copy the episode's {field}")
     early = "history without approval"
     if not approved(records.decisions) and not records.legacy_approval:
         latest = records.decisions[-1].status if records.decisions else None

@@ -94,6 +94,8 @@ def state_violations(base: State, new: State) -> list[Violation]:
     for eid, view in sorted(new.episodes.items()):
         owner = owners.get(view.allocation_key or "")
         if owner is not None and owner != eid and moved.get(eid) != owner:
+            # the key's owner in base and this episode hold it between them: the one rule of keys says why not
+            problem = key_owner_problem(str(view.allocation_key), [owner, eid], None)
             out.append(
                 Violation(
                     "key moved",
@@ -102,7 +104,7 @@ def state_violations(base: State, new: State) -> list[Violation]:
                     "allocation_key",
                     f"{view.allocation_key} of {owner}",
                     f"{view.allocation_key} of {eid}",
-                    "a key belongs to one episode forever",
+                    f"{problem} (a key belongs to one episode forever)",
                 )
             )
     if base.settings is not None and new.settings is not None:

@@ -317,10 +317,6 @@ def _check_history(
         _legacy_fields(hist, data, path, problems)
         facts[name] = hist
         return
-    for attr in ("period_id", "sequence", "allocation_key"):
-        mine = getattr(recorded, attr)
-        if mine is not None and mine != getattr(episode, attr):
-            problems.append(Problem(path, f"{attr} {mine!r} disagrees with state/{name}: {getattr(episode, attr)!r}"))
     completed = time_text(data.get("completed_at"))
     if completed is None:
         problems.append(Problem(path, "completed_at missing"))

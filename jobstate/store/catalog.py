@@ -21,7 +21,7 @@ from typing import NamedTuple
 from jobstate.core.layout import RETIRED, STATE
 from jobstate.errors import StateInvalid
 
-VERSION = "3"  # 3: paths of the state/<year>/<period>/<id> layout
+VERSION = "4"  # 3: paths of the state/<year>/<period>/<id> layout; 4: every key an ID ever had
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -31,8 +31,8 @@ CREATE TABLE IF NOT EXISTS rows(
 CREATE INDEX IF NOT EXISTS rows_by_key ON rows(allocation_key);
 CREATE INDEX IF NOT EXISTS rows_by_period ON rows(period_id, sequence);
 CREATE TABLE IF NOT EXISTS ever(
-    episode_id TEXT PRIMARY KEY, period_id TEXT NOT NULL, sequence INTEGER NOT NULL,
-    allocation_key TEXT NOT NULL, seen_in TEXT NOT NULL);
+    episode_id TEXT NOT NULL, period_id TEXT NOT NULL, sequence INTEGER NOT NULL,
+    allocation_key TEXT NOT NULL, seen_in TEXT NOT NULL, PRIMARY KEY(episode_id, allocation_key));
 CREATE INDEX IF NOT EXISTS ever_by_key ON ever(allocation_key);
 CREATE INDEX IF NOT EXISTS ever_by_period ON ever(period_id, sequence);
 CREATE TABLE IF NOT EXISTS retired(
@@ -146,7 +146,10 @@ class Catalog:
 
     def ever_by_id(self, episode_id: str) -> Seen | None:
         """The episode ``episode_id`` as the branch's history had it, or None."""
-        row = self.conn.execute("SELECT * FROM ever WHERE episode_id=?", (episode_id,)).fetchone()
+        # the first key the branch gave it (two branches may have given one ID two keys: each stays refused)
+        row = self.conn.execute(
+            "SELECT * FROM ever WHERE episode_id=? ORDER BY rowid LIMIT 1", (episode_id,)
+        ).fetchone()
         return None if row is None else Seen(*row)
 
     def ever_max_sequence(self, period_id: str) -> int | None:
@@ -178,17 +181,22 @@ class Catalog:
         return None if row is None else Row(*row)
 
     def remember(self, rows: list[Row], seen_in: str) -> None:
-        """Record episodes the branch's history had; the first record of an ID stays."""
+        """Record episodes the branch's history had: every key an ID was ever committed with stays (two
+        branches that handed out one ID gave it two keys, and a merge keeps one file)."""
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
             self._remember(rows, seen_in)
 
     def _remember(self, rows: list[Row], seen_in: str) -> None:
         self.conn.executemany(
-            # the first key seen stays; a file that named no key (a migrated history file) learns it later
-            "INSERT INTO ever VALUES(?,?,?,?,?) ON CONFLICT(episode_id) DO UPDATE "
-            "SET allocation_key=excluded.allocation_key WHERE ever.allocation_key=''",
+            "INSERT OR IGNORE INTO ever VALUES(?,?,?,?,?)",
             [(r.episode_id, r.period_id, r.sequence, r.allocation_key, seen_in) for r in rows],
+        )
+        # a file that named no key (a migrated history file, an unreadable one) holds its ID until a key is known
+        self.conn.executemany(
+            "DELETE FROM ever WHERE episode_id=? AND allocation_key='' AND EXISTS "
+            "(SELECT 1 FROM ever AS k WHERE k.episode_id=ever.episode_id AND k.allocation_key<>'')",
+            [(r.episode_id,) for r in rows if r.allocation_key],
         )
 
     def state_ids(self, period_id: str | None = None) -> set[str]:

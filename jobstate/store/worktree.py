@@ -110,16 +110,15 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
         with contextlib.suppress(UsageError):  # a detached HEAD has no branch, hence no reflog of one
             tips += branch_tips(root, store.git.head_ref())
     events = episode_events(root, tips, [known] if known else [])
-    seen = cat.ever_known(event.episode_id for event in events if event.status == "A")
-    first_added = {}  # the oldest addition of each ID not known yet (events come newest first)
-    for event in events:
-        if event.status == "A" and event.episode_id not in seen:
-            first_added[event.episode_id] = event
-    if not first_added:
+    # every addition, not the first of each ID: two branches may have handed out one ID with two keys, and
+    # whichever file a merge kept, the other key was given (and maybe paid) too
+    added = {(e.commit, e.path): e for e in reversed(events) if e.status == "A"}  # the oldest first
+    if not added:
         return
-    datas = files_at(root, [f"{e.commit}:{e.path}" for e in first_added.values()])
+    datas = files_at(root, [f"{e.commit}:{e.path}" for e in added.values()])
     by_commit: dict[str, list[Row]] = {}
-    for eid, event in first_added.items():
+    for event in added.values():
+        eid = event.episode_id
         try:
             period, sequence = parse_episode_id(eid)
         except UsageError:
