@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from jobstate import errors
 from jobstate.core.layout import episode_dir
 
 from .conftest import git, run_cli
@@ -149,6 +153,39 @@ def test_a_submodule_under_state_is_flagged_by_verify_and_diff(repo: Path) -> No
     assert "is a submodule (gitlink)" in shown.stdout
 
 
+@pytest.mark.parametrize("fresh", [False, True], ids=["this-clone", "fresh-clone"])
+def test_a_submodule_where_an_episode_goes_is_flagged_and_refused_by_allocation(
+    repo: Path, tmp_path: Path, fresh: bool
+) -> None:
+    """A gitlink at state/<year>/<period>/<id> (the next ID of its period), merged in: review flags it, and
+    no allocation decides anything on that state (the slot it takes is no episode jobstate can read)."""
+    assert run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo).returncode == 0
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "checkout", "-qb", "pr")
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{base},{episode_dir('2026-W30-1')}")
+    git(repo, "commit", "-qm", "vendor a tool")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "pr", "-m", "merge pr")
+    for args in (("diff", base, "--strict"), ("verify", "--rev", "HEAD", "--strict", "--against", base)):
+        proc = run_cli(*args, cwd=repo)
+        assert proc.returncode == 1, (args, proc.stdout)
+        assert f"{episode_dir('2026-W30-1')}" in proc.stdout
+        assert "is a submodule (gitlink)" in proc.stdout
+    where = repo
+    if fresh:
+        where = tmp_path / "fresh"
+        subprocess.run(["git", "clone", "-q", str(repo), str(where)], check=True)
+    # git leaves an empty directory for the submodule; without it, the slot looked free to an older jobstate
+    (where / episode_dir("2026-W30-1")).rmdir()
+    head = git(where, "rev-parse", "HEAD")
+    for key, week in (("other", "2026-W30"), ("weekly", "2026-W30"), ("elsewhere", "2026-W40")):
+        refused = run_cli("allocate", "--key", key, "--week", week, cwd=where)
+        assert refused.returncode == errors.STATE_INVALID, refused.stdout + refused.stderr
+        assert f"{episode_dir('2026-W30-1')} in HEAD is a submodule (gitlink)" in refused.stderr
+        assert refused.stderr.count("\n") == 1
+    assert git(where, "rev-parse", "HEAD") == head
+
+
 def test_an_executable_bit_no_command_writes_is_flagged_and_refused_before_any_cmd(repo: Path, tmp_path: Path) -> None:
     _paid(repo, tmp_path)
     record = f"{episode_dir(EID)}/costs.yaml"
@@ -168,7 +205,7 @@ def test_an_executable_bit_no_command_writes_is_flagged_and_refused_before_any_c
     before = git(repo, "rev-parse", "HEAD")
     proc = run_cli("run", "--episode", EID, "--step", "publish", "--", *_cmd(tmp_path), cwd=repo)
     assert proc.returncode == 7, proc.stderr
-    assert f"{record} in episode {EID} is executable" in proc.stderr
+    assert f"{record} in HEAD is executable" in proc.stderr
     assert _runs(tmp_path) == 1  # the first paid step's run only
     assert run_cli("retire", "--episode", EID, "--reason", "x", "--by", "ops", cwd=repo).returncode == 7
     assert git(repo, "rev-parse", "HEAD") == before
@@ -220,7 +257,7 @@ def test_a_merged_symlink_for_history_is_flagged_and_nothing_is_written_through_
     before = git(repo, "rev-parse", "HEAD")
     proc = run_cli("complete", "--episode", EID, cwd=repo)
     assert proc.returncode == 7, proc.stderr
-    assert proc.stderr.startswith("jobstate: error: history is a symlink, and jobstate never writes through one")
+    assert proc.stderr.startswith("jobstate: error: history in HEAD is a symlink; state holds regular files only")
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert list(outside.iterdir()) == []
     assert git(repo, "rev-parse", "HEAD") == before

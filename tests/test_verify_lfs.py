@@ -193,3 +193,9 @@ def test_a_pointer_where_no_lfs_attribute_applies_is_an_error_not_the_file(
     assert "artifact changed after approval" in capsys.readouterr().out
     code, out = _verify(repo, capsys, "--rev", "HEAD", "--against", "HEAD~1")
     assert "artifact changed after approval" in "\n".join(out), out
+    # and the next command on the episode meets the same rule before it writes anything (issue 29)
+    head = git(repo, "rev-parse", "HEAD")
+    assert main(["--repo", str(repo), "complete", "--episode", episode]) == 7
+    assert "artifact changed after approval" in capsys.readouterr().err
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert status(repo) == ""

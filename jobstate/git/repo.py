@@ -290,6 +290,10 @@ class GitRepo:
             raise GitError(f"{commit} is not a commit")
         return body[5 : 5 + 2 * self.format.width].decode("ascii")
 
+    def tree(self, sha: str) -> Tree:
+        """The tree object ``sha``, read once per process. Read-only."""
+        return self._tree(sha)
+
     def _tree(self, sha: str | None) -> Tree:
         if sha is None:
             return Tree(b"", self.format.width)

@@ -19,6 +19,7 @@ from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.layout import episode_dir
 from jobstate.core.model import episode_change
 from jobstate.errors import GitError, StateInvalid
+from jobstate.git.listing import files_under
 from jobstate.git.repo import GitRepo
 from jobstate.store.marks import checked, marks, marks_path, remember
 from jobstate.store.records import read_episode
@@ -55,6 +56,10 @@ def require_delivered(store: Store, episode_id: str, *, first_use: bool = False)
         if before is not None:
             try:
                 after = read_episode(_Commit(store.git, head), episode_id)
+                # the bytes of the episode's files too: an approved artifact swapped for a Git LFS pointer
+                # changes no record (the model's rule of final artifacts reads the blobs)
+                before.blobs = files_under(store.git, mark, episode_dir(episode_id))
+                after.blobs = files_under(store.git, head, episode_dir(episode_id))
             except GitError as exc:  # a record HEAD holds as a symlink, a submodule or an oversized blob
                 raise StateInvalid(f"{episode_dir(episode_id)}: {exc}") from None
             refused = episode_change(before, after)

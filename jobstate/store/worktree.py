@@ -22,11 +22,13 @@ from jobstate.core.layout import (
     episode_dir,
     episode_of,
     is_retired_path,
+    mode_problem,
 )
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
 from jobstate.core.tombstones import tombstone_from_yaml_dict
 from jobstate.errors import DirtyState, JobstateError, StateInvalid, UsageError
+from jobstate.git.listing import diff_modes
 from jobstate.git.repoconfig import converted_by_git
 from jobstate.store.attributes import converted_error
 from jobstate.store.catalog import Catalog, Row
@@ -59,12 +61,15 @@ def _refresh(store: Store, cat: Catalog, known: str | None, head: str | None) ->
     if head is None:
         cat.update(head=None, add=[], remove=[], replace_all=True)
         return
-    changed = store.git.diff_names(known, head, STATE, HISTORY) if known else None
-    if changed is None:
+    modes = diff_modes(store.git, known, head, STATE, HISTORY) if known else None
+    changed = None if modes is None else [path for _mode, path in modes]
+    if modes is None:
         entries = store.git.ls_tree(head, STATE, HISTORY)
+        _refuse_odd((mode, path) for mode, _sha, path in entries)
         replace_all = True
     else:
-        relevant = [p for p in changed if describes_episode(p)]
+        _refuse_odd(modes)
+        relevant = [p for _mode, p in modes if describes_episode(p)]
         if len(relevant) > 1000:  # one listing, not a command line longer than the system allows
             wanted = set(relevant)
             entries = [e for e in store.git.ls_tree(head, STATE, HISTORY) if e[2] in wanted]
@@ -78,6 +83,18 @@ def _refresh(store: Store, cat: Catalog, known: str | None, head: str | None) ->
     walk = _periods_to_walk(cat, None if changed is None else [p for p in remove if p.startswith(f"{STATE}/")])
     cat.update(head=head, add=add, remove=remove, replace_all=replace_all, walk=walk)
     _remember_history(store, cat, head, None if changed is None else known)
+
+
+def _refuse_odd(entries: Iterable[tuple[str, str]]) -> None:
+    """Refuse (exit 7) what HEAD holds under state/ or history/ as no command writes it (a submodule, a
+    symlink, an executable file): a merge may deliver one, and nothing is decided on such a state."""
+    for mode, path in entries:
+        problem = None if mode == "000000" else mode_problem(mode)  # 000000: gone from HEAD
+        if problem is not None:
+            raise StateInvalid(
+                f"{path} in HEAD {problem}; jobstate acts only on files as it writes them, so nothing was written "
+                "(jobstate verify --rev HEAD shows it)"
+            )
 
 
 def _periods_to_walk(cat: Catalog, removed: list[str] | None) -> str:
