@@ -55,3 +55,22 @@ def test_a_huge_record_in_a_pull_request_is_refused_unread_by_diff_and_verify(
         assert code != 0, out
         assert "over the 4 MiB limit" in out, out
         assert mib < HUGE // (1024 * 1024), (args, mib)  # never held whole
+
+
+def test_many_records_near_the_limit_are_read_one_at_a_time_past_a_small_read_ahead(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each file under the limit, together far over it: review reads ahead a bounded amount, never the lot."""
+    assert cli(repo, capsys, "allocate", "--key", "k", "--week", "2026-W32")[0] == 0
+    count, size = 40, 3 * 1024 * 1024  # 120 MiB in all, every file under the 4 MiB limit
+
+    def edit() -> None:
+        for n in range(count):
+            with (repo / episode_dir(EID) / f"notes-{n}.yaml").open("wb") as fh:
+                fh.write(b"# %d\n# " % n + b"x" * size + b"\n")  # distinct blobs: none shared in memory
+
+    merge_pr(repo, edit)
+    code, mib, out = _peak(repo, "verify", "--rev", "HEAD", "--strict")
+    assert code == 1, out
+    assert "notes-39.yaml: error: file is not a jobstate record" in out
+    assert mib < 72, (mib, out)  # the interpreter, the 16 MiB read ahead and a record; not 120 MiB

@@ -37,6 +37,9 @@ from jobstate.store.attributes import snapshot_problems
 ROOTS = (STATE, HISTORY)
 # no record is read when its object header says it is larger (core.layout's one size rule)
 MAX_READ = MAX_RECORD_BYTES
+# what a revision reads ahead of its readers, at most: a pull request of many records near the limit is read
+# one at a time past it, so review holds this much and one record whatever the number of files
+PREFETCH_BYTES = 16 * 1024 * 1024
 # one episode's file at its place in the flat layout and at today's: one of the two is not what commands read
 TWICE = "is in the flat layout and its episode in today's layout too (state/<year>/<period>/<id>/); remove one"
 
@@ -213,7 +216,10 @@ class Revision(Snapshot):
         self.commit = proc.stdout.decode().strip()
         self.label = f"{rev} ({self.commit[:12]})"
         self._reader: CatFile | None = None
-        self._cache: dict[str, bytes] = {}
+        self._cache: dict[str, bytes] = {}  # read ahead, given up on its first read
+        self._cached = 0  # bytes in _cache
+        self._pending: list[str] = []  # asked for ahead, past the budget: read ahead again when one is read
+        self._pending_set: set[str] = set()
         self.files_cache: dict[str, FileEntry] = {}
 
     def tracked(self, path: str) -> list[str]:
@@ -240,12 +246,19 @@ class Revision(Snapshot):
         return out
 
     def prefetch(self, paths: list[str]) -> None:
-        """Read many small files in one pipelined ``git cat-file --batch``."""
+        """Read many small files in one pipelined ``git cat-file --batch``, up to PREFETCH_BYTES ahead of the
+        readers; the rest are read when asked for."""
         files = self.files_cache
         wanted: dict[str, list[str]] = {}  # identical files share one blob
-        for p in paths:
+        self._pending, self._pending_set = [], set()
+        for n, p in enumerate(paths):
             blob = files[p].blob if p in files and files[p].size <= MAX_READ else None
-            if blob:
+            if blob and p not in self._cache:
+                if self._cached + files[p].size > PREFETCH_BYTES and wanted:
+                    self._pending = paths[n:]
+                    self._pending_set = set(self._pending)
+                    break
+                self._cached += files[p].size
                 wanted.setdefault(blob, []).append(p)
         with CatFile(self.cwd) as cat:
             try:
@@ -256,8 +269,12 @@ class Revision(Snapshot):
                 raise StateInvalid(f"an object under state/ or history/ is missing from {self.cwd}") from None
 
     def read(self, path: str) -> bytes:
+        if path not in self._cache and path in self._pending_set:
+            self.prefetch(self._pending[self._pending.index(path) :])
         if path in self._cache:
-            return self._cache[path]
+            body = self._cache.pop(path)
+            self._cached -= len(body)
+            return body
         if self._reader is None:
             self._reader = CatFile(self.cwd)
         try:
