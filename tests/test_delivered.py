@@ -58,20 +58,39 @@ def _merge_hand_edit(repo: Path, edit: str, replace: str, by: str, *, forced: di
     git(repo, "merge", "-q", "--no-ff", "hand-edit", "-m", "Merge pull request #7")
 
 
+def _replace_record(repo: Path, name: str, old: str, new: str) -> None:
+    path = repo / episode_dir(EID) / name
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
 def test_a_merged_hand_edit_that_reopens_a_paid_attempt_is_refused_before_cmd(repo: Path, tmp_path: Path) -> None:
     _paid(repo, tmp_path)
     assert _runs(tmp_path) == 1
     _merge_hand_edit(repo, "submissions.yaml", "state: completed", "state: not-submitted")
     proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
     assert proc.returncode == 7, proc.stderr
-    assert f"{episode_dir(EID)} changed since this clone last checked it" in proc.stderr
+    merge = git(repo, "rev-parse", "HEAD").strip()
+    assert f"{episode_dir(EID)} was changed by commit {merge[:12]} (since this clone last checked it" in proc.stderr
     assert "submissions.yaml" in proc.stderr
-    assert "jobstate verify --against" in proc.stderr
+    assert f"jobstate verify --rev {merge[:12]} --against {merge[:12]}" not in proc.stderr
+    assert f"jobstate verify --rev {merge[:12]} --against " in proc.stderr
     assert proc.stderr.count("\n") == 1
     assert _runs(tmp_path) == 1  # nothing was paid twice
     for decision in (("approve", "--episode", EID, "--by", "editor"), ("complete", "--episode", EID)):
         refused = run_cli(*decision, cwd=repo)
         assert refused.returncode == 7, refused.stderr
+    # restored in a later commit beside a change the model lets pass, the edit is still seen: commit by commit
+    _replace_record(repo, "submissions.yaml", "state: not-submitted", "state: completed")
+    (repo / episode_dir(EID) / "notes.txt").write_text("tidied\n")
+    git(repo, "add", "-A", episode_dir(EID))
+    git(repo, "commit", "-qm", "put it back, and a note")
+    later = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
+    assert later.returncode == 7, later.stderr
+    assert f"was changed by commit {merge[:12]}" in later.stderr
+    assert _runs(tmp_path) == 1
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
     # reverted, the net change is none: the step is answered as completed, and nothing runs
     git(repo, "revert", "--no-edit", "-m", "1", "HEAD")
     again = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)

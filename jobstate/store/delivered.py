@@ -5,8 +5,10 @@ kept in the Git directory where no merge can deliver one: store.marks). A merged
 reopens a paid attempt, rewrites a ledger or drops a decision is refused (exit 7) before any CMD,
 credential or reservation.
 
-The check is the model's (``core.model.episode_change``), on the net change since the mark: a hand
-edit reverted before the command runs changed nothing. A clone without a mark for the episode (a
+The check is the model's (``core.model.episode_change``), commit by commit on the first-parent line from
+the mark, as review walks a range (a merge is judged by its whole side's change against its first parent);
+the net change when the mark is no ancestor of HEAD (a rewrite). An episode whose every byte is as checked
+(a hand edit reverted) has nothing delivered to act on. A clone without a mark for the episode (a
 fresh clone) takes HEAD's records as its first mark, as ssh takes a host key on first use: review
 (``verify --strict --against``, the Action) is what judges history no clone has seen.
 """
@@ -17,7 +19,7 @@ import shlex
 
 from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.layout import episode_dir
-from jobstate.core.model import episode_change
+from jobstate.core.model import Violation, episode_change
 from jobstate.errors import GitError, StateInvalid
 from jobstate.git.listing import files_under
 from jobstate.git.repo import GitRepo
@@ -25,6 +27,9 @@ from jobstate.store.marks import checked, marks, marks_path, remember
 from jobstate.store.records import read_episode
 from jobstate.store.snapshot import MAX_READ, Snapshot
 from jobstate.store.store import Store
+
+# how many commits since the mark are checked one by one (review's own limit); a longer range as a whole
+MAX_COMMITS = 200
 
 
 class _Commit(Snapshot):
@@ -49,29 +54,54 @@ def require_delivered(store: Store, episode_id: str, *, first_use: bool = False)
     if mark == head:
         return
     if mark is not None:
-        try:
-            before: EpisodeRecords | None = read_episode(_Commit(store.git, mark), episode_id)
-        except (GitError, StateInvalid, OSError):
-            before = None  # the marked commit is gone (a gc after a reset): nothing to compare with
-        if before is not None:
-            try:
-                after = read_episode(_Commit(store.git, head), episode_id)
-                # the bytes of the episode's files too: an approved artifact swapped for a Git LFS pointer
-                # changes no record (the model's rule of final artifacts reads the blobs)
-                before.blobs = files_under(store.git, mark, episode_dir(episode_id))
-                after.blobs = files_under(store.git, head, episode_dir(episode_id))
-            except GitError as exc:  # a record HEAD holds as a symlink, a submodule or an oversized blob
-                raise StateInvalid(f"{episode_dir(episode_id)}: {exc}") from None
-            refused = episode_change(before, after)
-            if refused:
-                first = refused[0]
-                raise StateInvalid(
-                    f"{episode_dir(episode_id)} changed since this clone last checked it ({mark[:12]}) in a way no "
-                    f"jobstate command does: {first.kind}: {first.message}; nothing "
-                    f"was run. See it with: jobstate verify --against {mark[:12]}; restore the records (git revert "
-                    f"the commit that changed them), or if the change was reviewed and is deliberate, accept it with: "
-                    f"rm {shlex.quote(str(marks_path(store)))} (this clone then takes every episode as HEAD has it)"
-                )
+        refused_at = _refused_change(store, episode_id, mark, head)
+        if refused_at is not None:
+            parent, commit, first = refused_at
+            raise StateInvalid(
+                f"{episode_dir(episode_id)} was changed by commit {commit[:12]} (since this clone last checked it, "
+                f"{mark[:12]}) in a way no jobstate command does: {first.kind}: {first.message}; nothing was run. "
+                f"See it with: jobstate verify --rev {commit[:12]} --against {parent[:12]}; restore the records (git "
+                "revert the commit that changed them), or if the change was reviewed and is deliberate, accept it "
+                f"with: rm {shlex.quote(str(marks_path(store)))} (this clone then takes every episode as HEAD has it)"
+            )
     checked(store, episode_id, head)
     if mark is None and first_use:
         remember(store, episode_id, head)
+
+
+def _refused_change(store: Store, episode_id: str, mark: str, head: str) -> tuple[str, str, Violation] | None:
+    """The first change of the episode from ``mark`` to ``head`` that the model refuses: (parent, commit, the
+    violation). Commit by commit on the first-parent line, as review walks a range (a merge is its whole side's
+    change against the first parent); the net change when the line cannot be walked (the mark is no ancestor,
+    or the range is longer than review checks one by one)."""
+    directory = episode_dir(episode_id)
+    try:
+        if files_under(store.git, mark, directory) == files_under(store.git, head, directory):
+            return None  # every byte as checked (a hand edit reverted): nothing delivered to act on
+    except GitError:
+        pass  # the marked commit is gone: judged below as far as it can be
+    proc = store.git.run(
+        "rev-list", "--first-parent", "--parents", "--reverse", f"{mark}..{head}", "--", directory, check=False
+    )
+    lines = proc.stdout.decode("ascii", "replace").splitlines() if proc.returncode == 0 else []
+    steps = [(line.split()[1], line.split()[0]) for line in lines if len(line.split()) > 1]
+    walk = 0 < len(steps) <= MAX_COMMITS and store.git.is_ancestor(mark, head)  # else a rewrite: judged whole
+    for parent, commit in steps if walk else [(mark, head)]:
+        try:
+            before: EpisodeRecords | None = read_episode(_Commit(store.git, parent), episode_id)
+        except (GitError, StateInvalid, OSError):
+            before = None  # not there, or the marked commit is gone (a gc after a reset): nothing to compare with
+        if before is None:
+            continue
+        try:
+            after = read_episode(_Commit(store.git, commit), episode_id)
+            # the bytes of the episode's files too: an approved artifact swapped for a Git LFS pointer
+            # changes no record (the model's rule of final artifacts reads the blobs)
+            before.blobs = files_under(store.git, parent, directory)
+            after.blobs = files_under(store.git, commit, directory)
+        except GitError as exc:  # a record a commit holds as a symlink, a submodule or an oversized blob
+            raise StateInvalid(f"{directory}: {exc}") from None
+        refused = episode_change(before, after)
+        if refused:
+            return parent, commit, refused[0]
+    return None
