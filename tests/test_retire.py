@@ -253,3 +253,23 @@ def test_a_users_file_in_the_episode_is_refused_and_kept(repo: Path, ignored: bo
     assert out == ""
     assert (repo / episode_dir("2026-W32-0") / name).read_text() == "mine\n"
     assert git(repo, "rev-parse", "HEAD") == head
+
+
+def test_a_new_episode_with_a_retired_key_is_the_same_alarm_in_diff_as_the_error_in_verify(repo: Path) -> None:
+    """Written by hand in one commit (no command hands a retired key out): diff names the rule verify does."""
+    assert run_cli("allocate", "--key", "k", "--week", "2026-W32", cwd=repo).stdout == "2026-W32-0\n"
+    assert run_cli("retire", "2026-W32-0", "--by", "ops", "--reason", "a mistake", cwd=repo).returncode == 0
+    base = git(repo, "rev-parse", "HEAD").strip()
+    old = git(repo, "show", f"HEAD~1:{episode_dir('2026-W32-0')}/episode.yaml")
+    target = repo / episode_dir("2026-W32-1") / "episode.yaml"
+    target.parent.mkdir(parents=True)
+    target.write_text(old.replace("2026-W32-0", "2026-W32-1").replace("sequence: 0", "sequence: 1"))
+    git(repo, "add", "-A", "state")
+    git(repo, "commit", "-qm", "the old run, again")
+    rule = "allocation key 'k' belongs to retired episode 2026-W32-0: a retired key is never handed out again"
+    shown = run_cli("diff", "--strict", base, cwd=repo)
+    assert shown.returncode == 1, shown.stdout
+    assert rule in shown.stdout
+    checked = run_cli("verify", "--rev", "HEAD", "--strict", "--against", base, cwd=repo)
+    assert checked.returncode == 1, checked.stdout
+    assert rule in checked.stdout

@@ -127,6 +127,22 @@ def _later(new: str | None, old: str | None) -> bool:
     return old is None or first_day(parse_period(new)) > first_day(parse_period(old))
 
 
+def retired_keys_reused(episodes: Mapping[str, EpisodeState], retired: Mapping[str, str]) -> list[Violation]:
+    """Every episode of ``episodes`` that holds a key a tombstone keeps (``retired``: key -> the retired
+    episode): the rule of keys (``key_owner_problem``), as a change ``diff`` shows."""
+    out: list[Violation] = []
+    for eid, view in sorted(episodes.items()):
+        key = view.allocation_key or ""
+        holder = retired.get(key)
+        problem = key_owner_problem(key, [eid], holder) if holder is not None and holder != eid else None
+        if problem is not None:
+            where = record_path(eid, EPISODE_FILE)
+            out.append(
+                Violation("key moved", eid, where, "allocation_key", f"{key} of {holder}", f"{key} of {eid}", problem)
+            )
+    return out
+
+
 def key_owner_problem(key: str, owners: list[str], retired_by: str | None) -> str | None:
     """The rule of keys: an allocation key belongs to one episode forever, and a retired episode's key is
     never handed out again. Why ``owners`` (the episodes that hold ``key``, or would) break it, given the

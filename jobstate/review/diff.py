@@ -23,7 +23,7 @@ from jobstate.core.model import Violation, appended
 from jobstate.core.money import sum_by_currency
 from jobstate.core.probe import PROBE_BY
 from jobstate.core.records import AttemptState
-from jobstate.core.rules_state import migrated_from, state_violations, tracked_private
+from jobstate.core.rules_state import migrated_from, retired_keys_reused, state_violations, tracked_private
 from jobstate.review.changes import range_violations
 from jobstate.review.decisions import require_signers_file, signed_decisions
 from jobstate.review.merges import merge_findings
@@ -301,6 +301,9 @@ def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
             result.retired.append(
                 {"episode_id": eid, "by": stone.retired_by, "at": stone.retired_at, "reason": stone.reason}
             )
+    # a new episode holding a retired episode's key: the rule verify applies to the revision, as a change
+    added = {eid: view for eid, view in new.episodes.items() if eid not in old.episodes}
+    add_alarms(result, retired_keys_reused(added, {s.allocation_key: eid for eid, s in retired.items()}))
     for gone in find_vanished(cwd, [new.commit], set(new.episodes), retired, exclude=[old.commit]):
         if gone.episode_id not in old.episodes:  # the worst kind: first, as the sorted alarms have it
             result.alarms.insert(0, {"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})

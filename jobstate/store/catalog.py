@@ -129,6 +129,15 @@ class Catalog:
         cur = self.conn.execute("SELECT * FROM rows WHERE allocation_key=?", (key,))
         return [Row(*r) for r in cur.fetchall()]
 
+    def blobs(self, paths: Iterable[str]) -> dict[str, str]:
+        """path -> blob of the committed files among ``paths`` (asked by path: the table's key)."""
+        wanted, found = sorted(set(paths)), {}
+        for start in range(0, len(wanted), 500):  # under SQLite's limit of bound parameters
+            part = wanted[start : start + 500]
+            query = f"SELECT path, blob FROM rows WHERE path IN ({','.join('?' * len(part))})"  # noqa: S608
+            found.update(dict(self.conn.execute(query, part).fetchall()))
+        return found
+
     def row(self, path: str) -> Row | None:
         """The row of one committed file, or None."""
         found = self.conn.execute("SELECT * FROM rows WHERE path=?", (path,)).fetchone()

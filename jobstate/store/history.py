@@ -25,6 +25,7 @@ class Event(NamedTuple):
     status: str
     episode_id: str
     path: str
+    blob: str  # the file's blob: the one added, or the one deleted
 
 
 def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) -> list[Event]:
@@ -42,7 +43,8 @@ def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) 
         "--no-renames",
         "-m",
         "--diff-filter=AD",
-        "--name-status",
+        "--raw",
+        "--no-abbrev",
         "-z",
         "--format=%x01%H",
         "--",
@@ -60,12 +62,13 @@ def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) 
         if item.startswith(b"\x01"):
             commit = item[1:].decode()
             continue
-        if item in (b"A", b"D") and i < len(fields):
+        if item.startswith(b":") and i < len(fields):  # :old_mode new_mode old_blob new_blob status, then the path
+            _old_mode, _new_mode, old_blob, new_blob, status = item[1:].decode("ascii").split()
             path = fields[i].decode("utf-8", "surrogateescape")
             i += 1
             name = describes_episode(path)
-            if name is not None:
-                out.append(Event(commit, item.decode(), name, path))
+            if name is not None and status in ("A", "D"):
+                out.append(Event(commit, status, name, path, new_blob if status == "A" else old_blob))
     return out
 
 

@@ -130,9 +130,14 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
     # every addition, not the first of each ID: two branches may have handed out one ID with two keys, and
     # whichever file a merge kept, the other key was given (and maybe paid) too
     added = {(e.commit, e.path): e for e in reversed(events) if e.status == "A"}  # the oldest first
+    # a file HEAD still holds byte for byte is in the catalog's rows already (a migration's renames, the
+    # episodes of a fresh clone): read only the others, by blob (no path looked up through the trees)
+    current = cat.blobs(e.path for e in added.values())
+    added = {k: e for k, e in added.items() if current.get(e.path) != e.blob}
     if not added:
         return
-    datas = files_at(root, [f"{e.commit}:{e.path}" for e in added.values()])
+    blobs = files_at(root, sorted({e.blob for e in added.values()}))
+    datas = {f"{e.commit}:{e.path}": blobs[e.blob] for e in added.values() if e.blob in blobs}
     by_commit: dict[str, list[Row]] = {}
     for event in added.values():
         eid = event.episode_id
