@@ -106,7 +106,10 @@ def test_attributes_that_leave_bytes_alone_pass(repo: Path) -> None:
     _merge_attributes(
         repo,
         "*.mp4 filter=lfs diff=lfs merge=lfs -text\n*.png binary\n*.yaml diff=yaml linguist-generated\n"
-        "/docs/** text eol=crlf",
+        "/docs/** text eol=crlf\n"
+        # a project-wide normalisation, with jobstate's own lines after it (what the refusal advises)
+        "* text=auto eol=crlf\n/state/** -text -ident -working-tree-encoding\n"
+        "/history/** -text -ident -working-tree-encoding\n/jobstate.yaml -text -ident -working-tree-encoding",
     )
     assert run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo).returncode == 0
     assert run_cli("verify", "--rev", "HEAD", cwd=repo).returncode == 0

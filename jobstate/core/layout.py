@@ -296,7 +296,7 @@ def attribute_problem(path: str, values: dict[str, str]) -> str | None:
         found = "text"
     elif value("crlf") not in _LEFT_ALONE:
         found = "crlf"
-    elif value("text") == "unspecified" and value("eol") != "unspecified":
+    elif value("text") == "unspecified" and value("eol") not in _LEFT_ALONE:
         found = "eol"  # eol implies text where text is not unset
     elif value("ident") not in _LEFT_ALONE:
         found = "ident"
@@ -308,6 +308,7 @@ def attribute_problem(path: str, values: dict[str, str]) -> str | None:
         return None
     return (
         f"git's attributes give it {shown(found)}, which changes its bytes between the commit and a checkout; "
-        "jobstate keeps its files exactly as committed: remove that line from .gitattributes "
-        f"(git check-attr {found} -- {shlex.quote(path)} shows what applies)"
+        "jobstate keeps its files exactly as committed: remove that line from .gitattributes, or add after it "
+        "the lines jobstate init writes (/state/** -text -ident -working-tree-encoding, and the same for "
+        f"/history/** and /jobstate.yaml) (git check-attr {found} -- {shlex.quote(path)} shows what applies)"
     )

@@ -88,8 +88,7 @@ class GitRepo:
         self._cat: CatFile | None = None
         # told of every loose object this process creates (the store's journal: a failed commit takes them back)
         self.on_created: loose.Created | None = None
-        # a blob this process made that the commit being built will not refer to (a clean filter wrote the blob
-        # committed in its place): its owner may take it back once that commit lands
+        # a blob made here that the commit being built will not use (a clean filter's output is committed instead)
         self.on_superseded: Callable[[str], None] | None = None
 
     # ------------------------------------------------------------------- format
@@ -379,14 +378,15 @@ class GitRepo:
         at the commit yet: ``update_ref`` makes it visible.
         """
         filtered = filtered_blobs(self.root, files)  # artifacts kept in Git LFS: what git add would commit
-        for path in filtered:
-            raw = files[path]
-            if isinstance(raw, StoredBlob) and self.on_superseded is not None:
-                self.on_superseded(raw.sha)
         changes: dict[str, TreeEdit] = {
             path: None if data is None else (BLOB_MODE, filtered.get(path) or self._blob(data))
             for path, data in files.items()
         }
+        used = {change[1] for change in changes.values() if change is not None}
+        for path in filtered:  # a raw blob no entry of the commit uses (a filter that kept the bytes: one does)
+            raw = files[path]
+            if isinstance(raw, StoredBlob) and raw.sha not in used and self.on_superseded is not None:
+                self.on_superseded(raw.sha)
         changes.update(blobs or {})
         if trees:
             changes = {path: change for path, change in changes.items() if not _under(path, trees)}

@@ -84,8 +84,6 @@ def collect(
     report = Report(source=snap.label)
     problems = report.problems
     files = snap.files()
-    if isinstance(snap, Revision):
-        snap.prefetch([p for p in files if p.endswith(".yaml")])
     problems += [Problem(p, TWICE) for p in snap.twice]
     problems += [Problem(p, text) for p, mode in snap.odd if (text := mode_problem(mode))]
     problems += [Problem(p, text) for p, text in snap.attribute_problems(files)]
@@ -123,6 +121,12 @@ def collect(
                     "retired/<year>/<period>/<episode_id>.yaml",
                 )
             )
+    if isinstance(snap, Revision):  # read ahead in the order read below: tombstones, episodes, history
+        snap.prefetch(
+            [p for _n, p in sorted(tombstones.items())]
+            + [p for name in sorted(by_dir) for p in sorted(by_dir[name]) if p.endswith(".yaml")]
+            + [p for _n, p in sorted(history.items())]
+        )
     report.present = set(by_dir) | set(history)
     report.retired = set(tombstones)
     retired_keys = {}

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS rows(
     sequence INTEGER NOT NULL, allocation_key TEXT NOT NULL, blob TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS rows_by_key ON rows(allocation_key);
 CREATE INDEX IF NOT EXISTS rows_by_period ON rows(period_id, sequence);
+CREATE INDEX IF NOT EXISTS rows_by_blob ON rows(blob);
 CREATE TABLE IF NOT EXISTS ever(
     episode_id TEXT NOT NULL, period_id TEXT NOT NULL, sequence INTEGER NOT NULL,
     allocation_key TEXT NOT NULL, seen_in TEXT NOT NULL, PRIMARY KEY(episode_id, allocation_key));
@@ -38,6 +39,20 @@ CREATE INDEX IF NOT EXISTS ever_by_period ON ever(period_id, sequence);
 CREATE TABLE IF NOT EXISTS retired(
     path TEXT PRIMARY KEY, episode_id TEXT NOT NULL, period_id TEXT NOT NULL,
     sequence INTEGER NOT NULL, allocation_key TEXT NOT NULL, blob TEXT NOT NULL);
+"""
+# version 3 kept one key per ID: its table is moved aside and copied, so what the branch ever had survives
+# (a rebuild would see history and the reflog only)
+_FROM_3 = """
+DROP INDEX IF EXISTS ever_by_key;
+DROP INDEX IF EXISTS ever_by_period;
+ALTER TABLE ever RENAME TO ever_3;
+"""
+_COPY_3 = """
+BEGIN;
+INSERT OR IGNORE INTO ever SELECT * FROM ever_3;
+DROP TABLE ever_3;
+UPDATE meta SET v='4' WHERE k='version';
+COMMIT;
 """
 
 
@@ -81,7 +96,12 @@ class Catalog:
                 ) from None
             try:
                 conn.execute("PRAGMA synchronous=OFF")
+                old = _version(conn) == "3"
+                if old:
+                    conn.executescript(_FROM_3)
                 conn.executescript(_SCHEMA)
+                if old:
+                    conn.executescript(_COPY_3)
                 if conn.execute("SELECT v FROM meta WHERE k='version'").fetchone() not in (None, (VERSION,)):
                     raise sqlite3.DatabaseError("other version")
                 conn.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (VERSION,))
@@ -129,13 +149,14 @@ class Catalog:
         cur = self.conn.execute("SELECT * FROM rows WHERE allocation_key=?", (key,))
         return [Row(*r) for r in cur.fetchall()]
 
-    def blobs(self, paths: Iterable[str]) -> dict[str, str]:
-        """path -> blob of the committed files among ``paths`` (asked by path: the table's key)."""
-        wanted, found = sorted(set(paths)), {}
+    def known_blobs(self, blobs: Iterable[str]) -> set[str]:
+        """Those of ``blobs`` a committed file of HEAD has (an episode.yaml names its ID: the same blob, the same
+        episode and key, wherever it was added)."""
+        wanted, found = sorted(set(blobs)), set()
         for start in range(0, len(wanted), 500):  # under SQLite's limit of bound parameters
             part = wanted[start : start + 500]
-            query = f"SELECT path, blob FROM rows WHERE path IN ({','.join('?' * len(part))})"  # noqa: S608
-            found.update(dict(self.conn.execute(query, part).fetchall()))
+            query = f"SELECT blob FROM rows WHERE blob IN ({','.join('?' * len(part))})"  # noqa: S608 - only ? marks
+            found |= {r[0] for r in self.conn.execute(query, part).fetchall()}
         return found
 
     def row(self, path: str) -> Row | None:
@@ -236,3 +257,12 @@ class Catalog:
             self._remember(add, head or "")
             meta["head"] = head or ""
             self.conn.executemany("INSERT OR REPLACE INTO meta VALUES(?,?)", list(meta.items()))
+
+
+def _version(conn: sqlite3.Connection) -> str | None:
+    """The catalog's version, or None for a new (or foreign) file."""
+    try:
+        row = conn.execute("SELECT v FROM meta WHERE k='version'").fetchone()
+    except sqlite3.OperationalError:
+        return None  # no meta table yet
+    return None if row is None else str(row[0])

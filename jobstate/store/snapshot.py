@@ -217,9 +217,9 @@ class Revision(Snapshot):
         self.label = f"{rev} ({self.commit[:12]})"
         self._reader: CatFile | None = None
         self._cache: dict[str, bytes] = {}  # read ahead, given up on its first read
-        self._cached = 0  # bytes in _cache
-        self._pending: list[str] = []  # asked for ahead, past the budget: read ahead again when one is read
-        self._pending_set: set[str] = set()
+        self._ahead: list[str] = []  # what the readers will ask for, in their order
+        self._place: dict[str, int] = {}  # path -> its index in _ahead
+        self._next = 0  # the first of _ahead not read ahead yet
         self.files_cache: dict[str, FileEntry] = {}
 
     def tracked(self, path: str) -> list[str]:
@@ -246,39 +246,53 @@ class Revision(Snapshot):
         return out
 
     def prefetch(self, paths: list[str]) -> None:
-        """Read many small files in one pipelined ``git cat-file --batch``, up to PREFETCH_BYTES ahead of the
-        readers; the rest are read when asked for."""
-        files = self.files_cache
-        wanted: dict[str, list[str]] = {}  # identical files share one blob
-        self._pending, self._pending_set = [], set()
-        for n, p in enumerate(paths):
-            blob = files[p].blob if p in files and files[p].size <= MAX_READ else None
-            if blob and p not in self._cache:
-                if self._cached + files[p].size > PREFETCH_BYTES and wanted:
-                    self._pending = paths[n:]
-                    self._pending_set = set(self._pending)
-                    break
-                self._cached += files[p].size
-                wanted.setdefault(blob, []).append(p)
-        with CatFile(self.cwd) as cat:
-            try:
-                for blob, _kind, body in cat.read_many(list(wanted)):
-                    for p in wanted[blob]:
-                        self._cache[p] = body
-            except MissingObject:
-                raise StateInvalid(f"an object under state/ or history/ is missing from {self.cwd}") from None
+        """Say which files the readers will ask for, in their order: they are read ahead in pipelined batches
+        of up to PREFETCH_BYTES through the snapshot's one ``git cat-file --batch``, the next batch when the
+        readers reach it, so memory holds one batch and one record whatever the number of files."""
+        self._ahead = list(paths)
+        self._place = {p: n for n, p in enumerate(self._ahead)}
+        self._next = 0
+        self._fill(0)
 
-    def read(self, path: str) -> bytes:
-        if path not in self._cache and path in self._pending_set:
-            self.prefetch(self._pending[self._pending.index(path) :])
-        if path in self._cache:
-            body = self._cache.pop(path)
-            self._cached -= len(body)
-            return body
+    def _fill(self, start: int) -> None:
+        """Read ahead from ``_ahead[start]``, in place of what was read ahead before (passed by the readers)."""
+        self._cache.clear()
+        files, size = self.files_cache, 0
+        wanted: dict[str, list[str]] = {}  # identical files share one blob
+        end = start
+        while end < len(self._ahead):
+            entry = files.get(self._ahead[end])
+            if entry is not None and entry.blob and entry.size <= MAX_READ:
+                if size + entry.size > PREFETCH_BYTES and wanted:
+                    break
+                size += entry.size
+                wanted.setdefault(entry.blob, []).append(self._ahead[end])
+            end += 1
+        self._next = end
+        if not wanted:
+            return
+        try:
+            for blob, _kind, body in self._object_reader().read_many(list(wanted)):
+                for p in wanted[blob]:
+                    self._cache[p] = body
+        except MissingObject:
+            raise StateInvalid(f"an object under state/ or history/ is missing from {self.cwd}") from None
+
+    def _object_reader(self) -> CatFile:
         if self._reader is None:
             self._reader = CatFile(self.cwd)
+        return self._reader
+
+    def read(self, path: str) -> bytes:
+        if path not in self._cache and self._place.get(path, -1) >= self._next:
+            self._fill(self._place[path])  # the readers reached the next batch
+        if path in self._cache:
+            return self._cache.pop(path)
+        entry = self.files_cache.get(path)
+        # by blob when listed: a path looked up through a tree of 100,000 entries costs a scan of it
+        spec = entry.blob if entry is not None and entry.blob else f"{self.commit}:{self.real.get(path, path)}"
         try:
-            return self._reader.read(f"{self.commit}:{self.real.get(path, path)}", limit=MAX_READ)[1]
+            return self._object_reader().read(spec, limit=MAX_READ)[1]
         except ObjectTooLarge as exc:
             raise _too_large(path, exc.size) from None
         except MissingObject:

@@ -130,10 +130,10 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
     # every addition, not the first of each ID: two branches may have handed out one ID with two keys, and
     # whichever file a merge kept, the other key was given (and maybe paid) too
     added = {(e.commit, e.path): e for e in reversed(events) if e.status == "A"}  # the oldest first
-    # a file HEAD still holds byte for byte is in the catalog's rows already (a migration's renames, the
-    # episodes of a fresh clone): read only the others, by blob (no path looked up through the trees)
-    current = cat.blobs(e.path for e in added.values())
-    added = {k: e for k, e in added.items() if current.get(e.path) != e.blob}
+    # a file HEAD still holds byte for byte, at any path, is in the catalog's rows already (a migration's renames,
+    # the episodes of a fresh clone, their flat-layout past): read only the others, by blob (no tree lookups)
+    current = cat.known_blobs(e.blob for e in added.values())
+    added = {k: e for k, e in added.items() if e.blob not in current}
     if not added:
         return
     blobs = files_at(root, sorted({e.blob for e in added.values()}))
