@@ -274,6 +274,23 @@ def acknowledged(
     return None
 
 
+def cap_verdict(
+    budget: Budget, entries: Iterable[Acknowledgement], period: str, currency: str, total: Decimal
+) -> tuple[str, Acknowledgement | None]:
+    """How ``total`` spent and reserved in a budget period stands against its cap: ``no cap`` (a currency
+    the limits do not cap), ``within``, ``not judged`` (over, before ``budget.since``), ``acknowledged``
+    (over, with the acknowledgement that covers it) or ``over``. The one rule verify and the reports ask."""
+    cap = budget.limits.get(currency)
+    if cap is None:
+        return "no cap", None
+    if total <= Decimal(cap):
+        return "within", None
+    if not budget.judges(period):
+        return "not judged", None
+    entry = acknowledged(entries, period, currency, total)
+    return ("over", None) if entry is None else ("acknowledged", entry)
+
+
 def check_reservation(usage: Usage, asked: Decimal) -> None:
     """Refuse (exit 8) a reservation that would take the period past its cap."""
     if asked > usage.remaining:

@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from jobstate.core.attempts import Attempt
-from jobstate.core.budget import Acknowledgement, Budget, acknowledged, budget_period, spent_and_held
+from jobstate.core.budget import Acknowledgement, Budget, budget_period, cap_verdict, spent_and_held
 from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.periods import parse_period
 from jobstate.core.records import AttemptState
@@ -44,15 +44,18 @@ def budget_use(
         else:
             left = Decimal(cap) - s - r
             share = f" ({(s + r) * 100 / Decimal(cap):.0f}%)" if Decimal(cap) else ""
-            over = " OVER THE CAP" if left < 0 else ""
-            if left < 0 and not budget.judges(bp):
-                over = f" over the cap, before budget.since {budget.since}: not judged"
-            elif left < 0 and (ack := acknowledged(state.acknowledgements, bp, currency, s + r)) is not None:
-                over = f" over the cap, acknowledged by {ack.by} at {ack.at}: {ack.reason}"
+            verdict, ack = cap_verdict(budget, state.acknowledgements, bp, currency, s + r)
+            over = {
+                "over": " OVER THE CAP",
+                "not judged": f" over the cap, before budget.since {budget.since}: not judged",
+            }
+            over_text = over.get(verdict, "")
+            if ack is not None:
+                over_text = f" over the cap, acknowledged by {ack.by} at {ack.at}: {ack.reason}"
             row.update(
                 cap=cap,
                 remaining=str(left),
-                use=f"spent {s} + reserved {r} of {cap} {currency}{share}, {left} left{over}",
+                use=f"spent {s} + reserved {r} of {cap} {currency}{share}, {left} left{over_text}",
             )
         row["name"] = f"{bp} {currency}"
         out.append(row)
@@ -99,10 +102,8 @@ def check_budgets(
     episodes = ((f.period_id, f.costs, f.steps) for f in facts.values())
     used = {slot: spent + held for slot, (spent, held) in spent_and_held(episodes, budget.per).items()}
     for (period, currency), total in sorted(used.items()):
-        if not budget.judges(period):
-            continue
-        cap = budget.limits.get(currency)
-        if cap is None:
+        verdict, _ack = cap_verdict(budget, acknowledgements, period, currency, total)
+        if verdict == "no cap" and budget.judges(period):
             problems.append(
                 Problem(
                     "jobstate.yaml",
@@ -110,11 +111,12 @@ def check_budgets(
                     f"cap (capped: {', '.join(sorted(budget.limits))}); add a cap for {currency}",
                 )
             )
-        elif total > Decimal(cap) and acknowledged(acknowledgements, period, currency, total) is None:
+        elif verdict == "over":
             problems.append(
                 Problem(
                     "jobstate.yaml",
-                    f"budget {period} {currency}: spent and reserved {total}, over the cap {cap}; once reviewed: "
+                    f"budget {period} {currency}: spent and reserved {total}, over the cap "
+                    f"{budget.limits[currency]}; once reviewed: "
                     f"jobstate budget acknowledge --period {period} --by NAME --reason TEXT",
                 )
             )
