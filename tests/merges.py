@@ -3,6 +3,8 @@ with --no-ff, and the review that must flag it."""
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,3 +41,21 @@ def refused_in_review(repo: Path, capsys: pytest.CaptureFixture[str], rule: str)
     code, out = cli(repo, capsys, "verify", "--strict", "--against", "HEAD^1", "--rev", "HEAD")
     assert code != 0, out
     assert rule in out, out
+
+
+def counting_step(tmp_path: Path, amount: str = "12.40") -> list[str]:
+    """A paid step that counts its runs in runs.txt and reports a task and a charge."""
+    script = tmp_path / "step.py"
+    report = json.dumps({"remote_ref": "task-1", "cost": {"amount": amount, "currency": "USD"}})
+    script.write_text(
+        "import os, pathlib\n"
+        f"with open({str(tmp_path / 'runs.txt')!r}, 'a') as fh:\n    fh.write('ran\\n')\n"
+        f"pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text({report!r})\n"
+    )
+    return [sys.executable, str(script)]
+
+
+def runs(tmp_path: Path) -> int:
+    """How many times ``counting_step`` ran."""
+    found = tmp_path / "runs.txt"
+    return len(found.read_text().splitlines()) if found.exists() else 0

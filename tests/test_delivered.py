@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,30 +14,14 @@ from jobstate import errors
 from jobstate.core.layout import episode_dir
 
 from .conftest import git, run_cli
+from .merges import counting_step, runs
 
 EID = "2026-W30-0"
 
 
-def _cmd(tmp_path: Path, amount: str = "12.40") -> list[str]:
-    """A paid step that counts its runs in runs.txt and reports a task and a charge."""
-    script = tmp_path / "step.py"
-    report = json.dumps({"remote_ref": "task-1", "cost": {"amount": amount, "currency": "USD"}})
-    script.write_text(
-        "import os, pathlib\n"
-        f"with open({str(tmp_path / 'runs.txt')!r}, 'a') as fh:\n    fh.write('ran\\n')\n"
-        f"pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text({report!r})\n"
-    )
-    return [sys.executable, str(script)]
-
-
-def _runs(tmp_path: Path) -> int:
-    runs = tmp_path / "runs.txt"
-    return len(runs.read_text().splitlines()) if runs.exists() else 0
-
-
 def _paid(repo: Path, tmp_path: Path, step: str = "generate") -> None:
     assert run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo).stdout.strip() == EID
-    proc = run_cli("run", "--episode", EID, "--step", step, "--", *_cmd(tmp_path), cwd=repo)
+    proc = run_cli("run", "--episode", EID, "--step", step, "--", *counting_step(tmp_path), cwd=repo)
     assert proc.returncode == 0, proc.stderr
 
 
@@ -67,9 +50,9 @@ def _replace_record(repo: Path, name: str, old: str, new: str) -> None:
 
 def test_a_merged_hand_edit_that_reopens_a_paid_attempt_is_refused_before_cmd(repo: Path, tmp_path: Path) -> None:
     _paid(repo, tmp_path)
-    assert _runs(tmp_path) == 1
+    assert runs(tmp_path) == 1
     _merge_hand_edit(repo, "submissions.yaml", "state: completed", "state: not-submitted")
-    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
+    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
     assert proc.returncode == 7, proc.stderr
     merge = git(repo, "rev-parse", "HEAD").strip()
     assert f"{episode_dir(EID)} was changed by commit {merge[:12]} (since this clone last checked it" in proc.stderr
@@ -77,7 +60,7 @@ def test_a_merged_hand_edit_that_reopens_a_paid_attempt_is_refused_before_cmd(re
     assert f"jobstate verify --rev {merge[:12]} --against {merge[:12]}" not in proc.stderr
     assert f"jobstate verify --rev {merge[:12]} --against " in proc.stderr
     assert proc.stderr.count("\n") == 1
-    assert _runs(tmp_path) == 1  # nothing was paid twice
+    assert runs(tmp_path) == 1  # nothing was paid twice
     for decision in (("approve", "--episode", EID, "--by", "editor"), ("complete", "--episode", EID)):
         refused = run_cli(*decision, cwd=repo)
         assert refused.returncode == 7, refused.stderr
@@ -86,16 +69,16 @@ def test_a_merged_hand_edit_that_reopens_a_paid_attempt_is_refused_before_cmd(re
     (repo / episode_dir(EID) / "notes.txt").write_text("tidied\n")
     git(repo, "add", "-A", episode_dir(EID))
     git(repo, "commit", "-qm", "put it back, and a note")
-    later = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
+    later = run_cli("run", "--episode", EID, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
     assert later.returncode == 7, later.stderr
     assert f"was changed by commit {merge[:12]}" in later.stderr
-    assert _runs(tmp_path) == 1
+    assert runs(tmp_path) == 1
     git(repo, "reset", "-q", "--hard", "HEAD~1")
     # reverted, the net change is none: the step is answered as completed, and nothing runs
     git(repo, "revert", "--no-edit", "-m", "1", "HEAD")
-    again = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
+    again = run_cli("run", "--episode", EID, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
     assert again.returncode == 0, again.stderr
-    assert _runs(tmp_path) == 1
+    assert runs(tmp_path) == 1
 
 
 def test_a_merged_ledger_rewrite_is_refused_before_a_decision(repo: Path, tmp_path: Path) -> None:
@@ -128,12 +111,15 @@ def test_a_clone_takes_what_it_first_sees_and_then_checks_what_arrives(repo: Pat
     git(tmp_path, "clone", "-q", str(repo), str(clone))
     git(clone, "config", "user.email", "host@example.test")
     git(clone, "config", "user.name", "host")
-    assert run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=clone).returncode == 0
+    assert (
+        run_cli("run", "--episode", EID, "--step", "generate", "--", *counting_step(tmp_path), cwd=clone).returncode
+        == 0
+    )
     _merge_hand_edit(repo, "submissions.yaml", "state: completed", "state: not-submitted")
     git(clone, "pull", "-q", "--ff-only")
-    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=clone)
+    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *counting_step(tmp_path), cwd=clone)
     assert proc.returncode == 7, proc.stderr
-    assert _runs(tmp_path) == 1
+    assert runs(tmp_path) == 1
 
 
 def test_marks_a_pull_request_delivers_are_never_read(repo: Path, tmp_path: Path) -> None:
@@ -143,9 +129,9 @@ def test_marks_a_pull_request_delivers_are_never_read(repo: Path, tmp_path: Path
     _merge_hand_edit(repo, "submissions.yaml", "state: completed", "state: not-submitted", forced=forged)
     git(repo, "rm", "-q", "--cached", "-r", ".jobstate")
     git(repo, "commit", "-qm", "untrack what the pull request added")
-    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *_cmd(tmp_path), cwd=repo)
+    proc = run_cli("run", "--episode", EID, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
     assert proc.returncode == 7, proc.stderr
-    assert _runs(tmp_path) == 1
+    assert runs(tmp_path) == 1
 
 
 def test_an_unreadable_marks_file_means_first_use_never_a_crash(repo: Path, tmp_path: Path) -> None:
@@ -222,10 +208,10 @@ def test_an_executable_bit_no_command_writes_is_flagged_and_refused_before_any_c
     assert shown.returncode == 1, shown.stdout
     assert f"{record}: is executable" in shown.stdout
     before = git(repo, "rev-parse", "HEAD")
-    proc = run_cli("run", "--episode", EID, "--step", "publish", "--", *_cmd(tmp_path), cwd=repo)
+    proc = run_cli("run", "--episode", EID, "--step", "publish", "--", *counting_step(tmp_path), cwd=repo)
     assert proc.returncode == 7, proc.stderr
     assert f"{record} in HEAD is executable" in proc.stderr
-    assert _runs(tmp_path) == 1  # the first paid step's run only
+    assert runs(tmp_path) == 1  # the first paid step's run only
     assert run_cli("retire", "--episode", EID, "--reason", "x", "--by", "ops", cwd=repo).returncode == 7
     assert git(repo, "rev-parse", "HEAD") == before
     # where the file system keeps no execute bits, git records none (core.fileMode false): nor does verify
@@ -245,14 +231,14 @@ def test_an_executable_jobstate_yaml_is_refused_by_every_committing_command(repo
     before = git(repo, "rev-parse", "HEAD")
     for args in (
         ("allocate", "--key", "next", "--week", "2026-W31"),
-        ("run", "--episode", EID, "--step", "publish", "--", *_cmd(tmp_path)),
+        ("run", "--episode", EID, "--step", "publish", "--", *counting_step(tmp_path)),
         ("approve", "--episode", EID, "--by", "editor"),
     ):
         proc = run_cli(*args, cwd=repo)
         assert proc.returncode == 7, (args, proc.stderr)
         assert "jobstate.yaml is executable" in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert _runs(tmp_path) == 1  # the first paid step's run only: nothing ran on the executable settings
+    assert runs(tmp_path) == 1  # the first paid step's run only: nothing ran on the executable settings
     assert git(repo, "rev-parse", "HEAD") == before
 
 

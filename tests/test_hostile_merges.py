@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-import json
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,27 +14,10 @@ from jobstate import errors
 from jobstate.core.layout import episode_dir
 
 from .conftest import git, status
-from .merges import EID, cli, merge_pr, refused_in_review
+from .merges import EID, cli, counting_step, merge_pr, refused_in_review, runs
 
 COSTS = f"{episode_dir(EID)}/costs.yaml"
 SUBMISSIONS = f"{episode_dir(EID)}/submissions.yaml"
-
-
-def _cmd(tmp_path: Path) -> list[str]:
-    """A paid step that counts its runs and reports a task and a charge."""
-    script = tmp_path / "step.py"
-    report = json.dumps({"remote_ref": "task-1", "cost": {"amount": "12.40", "currency": "USD"}})
-    script.write_text(
-        "import os, pathlib\n"
-        f"with open({str(tmp_path / 'runs.txt')!r}, 'a') as fh:\n    fh.write('ran\\n')\n"
-        f"pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text({report!r})\n"
-    )
-    return [sys.executable, str(script)]
-
-
-def _runs(tmp_path: Path) -> int:
-    runs = tmp_path / "runs.txt"
-    return len(runs.read_text().splitlines()) if runs.exists() else 0
 
 
 def _replace(repo: Path, rel: str, old: str, new: str) -> None:
@@ -93,17 +74,17 @@ def test_a_hostile_merge_is_flagged_by_review_and_refused_by_the_next_paid_step(
     case: tuple[str, Callable[[Path, Path], None], str, str],
 ) -> None:
     _name, edit, rule, step = case
-    cmd = _cmd(tmp_path)
+    cmd = counting_step(tmp_path)
     assert cli(repo, capsys, "allocate", "--key", "k", "--week", "2026-W32") == (0, f"{EID}\n")
     code, out = cli(repo, capsys, "run", "--episode", EID, "--step", "generate", "--", *cmd)
     assert code == 0, out
-    assert _runs(tmp_path) == 1
+    assert runs(tmp_path) == 1
     merge_pr(repo, lambda: edit(repo, tmp_path))
     refused_in_review(repo, capsys, rule)
     head = git(repo, "rev-parse", "HEAD")
     code, out = cli(repo, capsys, "run", "--episode", EID, "--step", step, "--", *cmd)
     assert code == errors.STATE_INVALID, out
     assert out.count("\n") == 1, out
-    assert _runs(tmp_path) == 1  # nothing paid again
+    assert runs(tmp_path) == 1  # nothing paid again
     assert git(repo, "rev-parse", "HEAD") == head
     assert status(repo) == ""
