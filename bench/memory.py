@@ -1,4 +1,5 @@
-"""Peak memory (RSS) hashing an artifact, 1 KB beside 512 MB (issue 29, point 4: memory stays flat).
+"""Peak memory (RSS) hashing an artifact, 1 KB beside 512 MB, or 5 GB with FULL=1 (issue 29, point 4: memory
+stays flat).
 
 The large file is sparse (created in no time, read as zeros); each figure is one fresh interpreter's
 peak RSS, so the interpreter's own size is in both and a flat figure means a streaming read."""
@@ -12,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL, LARGE = 1024, 512 * 1024 * 1024
+SMALL, LARGE, HUGE = 1024, 512 * 1024 * 1024, 5 * 1024 * 1024 * 1024
 
 # each: a way jobstate reads an artifact, then the process's peak RSS in KiB (Linux: VmHWM)
 READS = {
@@ -41,15 +42,15 @@ def _peak_kib(code: str, path: Path) -> int:
     return int(out.split()[-1])
 
 
-def bench_memory() -> dict[str, tuple[float, float]]:
-    """(peak MiB at 1 KB, at 512 MB) for each way an artifact is read."""
+def bench_memory(large_size: int = LARGE) -> dict[str, tuple[float, float]]:
+    """(peak MiB at 1 KB, at ``large_size``) for each way an artifact is read."""
     found: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="jobstate-bench-mem-") as tmp:
         subprocess.run(["git", "init", "-q", tmp], check=True)
         small, large = Path(tmp) / "small.bin", Path(tmp) / "large.bin"
         small.write_bytes(b"x" * SMALL)
         with large.open("wb") as fh:
-            fh.truncate(LARGE)  # sparse: no disk, no time
+            fh.truncate(large_size)  # sparse: no disk, no time
         for label, code in READS.items():
             found[label] = (_peak_kib(code, small) / 1024, _peak_kib(code, large) / 1024)
         os.unlink(large)
