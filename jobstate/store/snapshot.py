@@ -38,7 +38,7 @@ ROOTS = (STATE, HISTORY)
 # no record is read when its object header says it is larger (core.layout's one size rule)
 MAX_READ = MAX_RECORD_BYTES
 # what a revision reads ahead of its readers, at most: a pull request of many records near the limit is read
-# one at a time past it, so review holds this much and one record whatever the number of files
+# in batches of this size, so review holds one batch and one record whatever the number of files
 PREFETCH_BYTES = 16 * 1024 * 1024
 # one episode's file at its place in the flat layout and at today's: one of the two is not what commands read
 TWICE = "is in the flat layout and its episode in today's layout too (state/<year>/<period>/<id>/); remove one"
