@@ -187,16 +187,6 @@ class Catalog:
         row = self.conn.execute("SELECT MAX(sequence) FROM ever WHERE period_id=?", (period_id,)).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 
-    def ever_known(self, episode_ids: Iterable[str]) -> set[str]:
-        """Those of ``episode_ids`` the branch ever had (asked by ID: the whole table is a row per episode)."""
-        wanted, found = sorted(set(episode_ids)), set()
-        for start in range(0, len(wanted), 500):  # under SQLite's limit of bound parameters
-            part = wanted[start : start + 500]
-            marks = ",".join("?" * len(part))
-            query = f"SELECT episode_id FROM ever WHERE episode_id IN ({marks})"  # noqa: S608 - only ? marks
-            found |= {r[0] for r in self.conn.execute(query, part).fetchall()}
-        return found
-
     def knowledge(self) -> tuple[str, list[Seen]] | None:
         """The commit the catalog reflects and every episode the branch ever had up to it;
         None when it cannot be read (it is derived data)."""

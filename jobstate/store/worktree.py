@@ -137,7 +137,6 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
     if not added:
         return
     blobs = files_at(root, sorted({e.blob for e in added.values()}))
-    datas = {f"{e.commit}:{e.path}": blobs[e.blob] for e in added.values() if e.blob in blobs}
     by_commit: dict[str, list[Row]] = {}
     for event in added.values():
         eid = event.episode_id
@@ -146,7 +145,7 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
         except UsageError:
             continue  # a legacy week-only name: renamed by a migration, never handed out again
         key = ""
-        data = datas.get(f"{event.commit}:{event.path}")
+        data = blobs.get(event.blob)
         with contextlib.suppress(StateInvalid, UsageError):  # a file that cannot be read still used up its ID
             key = episode_from_yaml_dict(loads(data or b"", event.path), event.path, eid).allocation_key
         by_commit.setdefault(event.commit, []).append(Row(event.path, eid, period.id, sequence, key, ""))
