@@ -165,17 +165,32 @@ def object_format(request: pytest.FixtureRequest) -> str:
     return str(getattr(request, "param", "sha1"))
 
 
+@pytest.fixture(scope="session")
+def _initialised(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """A fresh state repository of each object format, built once per run (a few hundred tests copy one)."""
+
+    def built(object_format: str) -> Path:
+        def build(top: Path) -> None:
+            path = top / "repo"
+            path.mkdir()
+            if object_format != "sha1":
+                git_init(path, object_format)
+            with pytest.MonkeyPatch.context() as mp:  # the guard of _isolated knows only the asking test's tmp_path
+                mp.setattr(jobstate.store.init, "find_root", find_root)
+                mp.setattr(jobstate.store.store, "find_root", find_root)
+                store, _ = init(path, git_init=True)
+                store.close()
+            assert git(path, "rev-parse", "--show-object-format").strip() == object_format
+
+        return built_once(tmp_path_factory, f"repo-{object_format}", build) / "repo"
+
+    return built
+
+
 @pytest.fixture
-def repo(tmp_path: Path, object_format: str) -> Path:
-    """A fresh state repository (git init + jobstate init)."""
-    path = tmp_path / "repo"
-    path.mkdir()
-    if object_format != "sha1":
-        git_init(path, object_format)
-    store, _ = init(path, git_init=True)
-    store.close()
-    assert git(path, "rev-parse", "--show-object-format").strip() == object_format
-    return path
+def repo(tmp_path: Path, object_format: str, _initialised: Callable[[str], Path]) -> Path:
+    """A fresh state repository (git init + jobstate init), copied from the one built for the run."""
+    return Path(shutil.copytree(_initialised(object_format), tmp_path / "repo", symlinks=True))
 
 
 @pytest.fixture
