@@ -330,7 +330,7 @@ def _signers(path: Path, base: str, rev: str, result: Diff, approvers: Path | No
     as ``verify --approvers`` applies it (with ``approvers``, against that file's keys)."""
     if not (result.decisions or result.steps or result.completed):
         return  # no decision in the change: no commit to read
-    found = signed_decisions(locate(path), rev, base, approvers=approvers)
+    found = signed_decisions(path, rev, base, approvers=approvers)
     by_decision = {(f.decided.episode, f.decided.what, f.decided.by, f.decided.at): f for f in found}
     for row in result.decisions:
         signed = by_decision.get((str(row["episode_id"]), row["status"], row["by"], row["at"]))
@@ -349,8 +349,9 @@ def diff(
 ) -> Diff:
     """What changed in state/ and history/ from ``base`` to ``rev``. This is a read-only operation."""
     require_signers_file(approvers)
-    old = read_state(path, base, progress=progress)
-    new = read_state(path, rev, progress=progress)
+    cwd = locate(path)
+    old = read_state(cwd, base, progress=progress)
+    new = read_state(cwd, rev, progress=progress)
     result = compare_states(old, new)
     result.unreadable = [f"{base}: {u}" for u in old.unreadable] + result.unreadable
     touched = {str(c["period_id"]) for c in result.costs} | {str(a.get("period_id")) for a in result.allocated}
@@ -361,21 +362,21 @@ def diff(
     result.acknowledged = [entry.to_yaml_dict() for entry in acknowledged]
     result.budgets = budget_use(new, touched, also={entry.period for entry in acknowledged})
     _key_alarms(new, result)
-    for eid, text in merge_findings(locate(path), old.commit, new.commit, work_tree=False):
+    for eid, text in merge_findings(cwd, old.commit, new.commit, work_tree=False):
         result.alarms.append({"kind": "ID handed out twice", "episode": eid, "message": text})
-    per_commit, notes = range_violations(path, base, rev)
+    per_commit, notes = range_violations(cwd, base, rev)
     add_alarms(result, per_commit)
-    add_alarms(result, tracked_private(Revision(locate(path), new.commit).tracked(PRIVATE)))
+    add_alarms(result, tracked_private(Revision(cwd, new.commit).tracked(PRIVATE)))
     result.unreadable += notes
-    _removals(locate(path), old, new, result)
-    _signers(path, base, rev, result, approvers)
+    _removals(cwd, old, new, result)
+    _signers(cwd, base, rev, result, approvers)
     if result.migrations:
-        snap = Revision(locate(path), rev)
+        snap = Revision(cwd, rev)
         try:
             facts = collect(snap, hash_artifacts=False)[0]
         finally:
             snap.close()
         moves = {m["episode_id"]: m["from_id"] for m in result.migrations}
-        result.preservation = preservation(locate(path), base, moves, facts)
+        result.preservation = preservation(cwd, base, moves, facts)
         result.alarms += [{"kind": "migration drift", "episode": "-", "message": x} for x in result.preservation]
     return result

@@ -327,13 +327,15 @@ class Revision(Snapshot):
 
 def locate(path: Path) -> Path:
     """The directory to run read-only git commands in: a work tree top or a bare repository."""
-    proc = git_read(path, "rev-parse", "--is-bare-repository", check=False)
-    if proc.returncode != 0:
+    # one process: rev-parse answers each option in turn and stops at --show-toplevel in a bare repository
+    lines = git_read(path, "rev-parse", "--is-bare-repository", "--show-toplevel", check=False).stdout.splitlines()
+    if not lines or lines[0] not in (b"true", b"false"):
         raise UsageError(f"{path} is not inside a Git repository: pass --repo PATH")
-    if proc.stdout.strip() == b"true":
+    if lines[0] == b"true":
         return path.resolve()
-    top = git_read(path, "rev-parse", "--show-toplevel").stdout.decode().strip()
-    return Path(top) if top else path.resolve()
+    if len(lines) < 2:  # inside a .git directory
+        raise UsageError(f"{path} is not inside a Git work tree: pass --repo PATH")
+    return Path(lines[1].decode("utf-8", "surrogateescape"))
 
 
 def is_bare(cwd: Path) -> bool:
