@@ -28,7 +28,7 @@ from jobstate.paid.step import paid_step
 from jobstate.store.init import init
 from jobstate.store.store import Store
 
-from .conftest import FIXED, git, run_cli
+from .conftest import FIXED, built_once, git, run_cli
 from .review_history import Interrupted, build_pipeline_history, stepping_clock
 
 W34 = parse_period("2026-W34")
@@ -57,15 +57,9 @@ def _build(repo: Path) -> Path:
     return repo
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def _built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    top = tmp_path_factory.mktemp("model")
-    gitconfig = top / "gitconfig"
-    gitconfig.write_text("[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = test@example.invalid\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        return _build(top / "pipeline")
+    return built_once(tmp_path_factory, "model-pipeline", lambda top: _build(top / "pipeline")) / "pipeline"
 
 
 @pytest.fixture

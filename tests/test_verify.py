@@ -18,15 +18,10 @@ from jobstate.store.init import init
 from jobstate.store.store import Store
 from jobstate_demo.vendor_sim import VendorSimulator
 
-from .conftest import both_formats, git, git_init, run_cli, vendor_step
+from .conftest import both_formats, built_once, git, git_init, run_cli, vendor_step
 from .snapshots import tree_state
 
 W32 = parse_period("2026-W32")
-
-
-@pytest.fixture(scope="module")
-def _pipeline_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("pipelines")
 
 
 def _build_pipeline(repo: Path, object_format: str) -> None:
@@ -43,15 +38,18 @@ def _build_pipeline(repo: Path, object_format: str) -> None:
 
 
 @pytest.fixture
-def pipeline_repo(_pipeline_cache: Path, object_format: str, tmp_path: Path) -> Path:
+def pipeline_repo(tmp_path_factory: pytest.TempPathFactory, object_format: str, tmp_path: Path) -> Path:
     """The pipeline repository in the test's object format, the test's own to change: built once per
-    module and format, then copied."""
-    repo, cached = tmp_path / "repo", _pipeline_cache / object_format
-    if cached.exists():
-        shutil.copytree(cached, repo, symlinks=True)
-    else:
+    run and format (in the first asking test's tmp_path, where its find_root guard lets it), then copied."""
+    repo = tmp_path / "repo"
+
+    def build(top: Path) -> None:
         _build_pipeline(repo, object_format)
-        shutil.copytree(repo, cached, symlinks=True)
+        shutil.copytree(repo, top / "repo", symlinks=True)
+
+    built = built_once(tmp_path_factory, f"verify-pipeline-{object_format}", build) / "repo"
+    if not repo.exists():
+        shutil.copytree(built, repo, symlinks=True)
     return repo
 
 
