@@ -79,7 +79,7 @@ def _seed(parent: Path, code: Path, *, flat: bool) -> Path:
 def bench_review() -> dict[str, float]:
     """Print the table; after/before ratios per command (empty without a baseline)."""
     base = os.environ.get("REVIEW_BASE", DEFAULT_BASE)
-    rounds = int(os.environ.get("BENCH_ROUNDS", "3"))
+    rounds = int(os.environ.get("BENCH_ROUNDS", "2"))
     with tempfile.TemporaryDirectory(prefix="jobstate-bench-review-", ignore_cleanup_errors=True) as tmp:
         (Path(tmp) / "code").mkdir()
         before = _export(base, Path(tmp) / "code")

@@ -415,10 +415,13 @@ def main(argv: list[str]) -> int:
             print(f"bench: unknown section {name!r}; known: {', '.join(SECTIONS)}", file=sys.stderr)
             return 2
     start = time.perf_counter()
+    took: list[str] = []
     for name in names:
+        began = time.perf_counter()
         SECTIONS[name]()
+        took.append(f"{name} {time.perf_counter() - began:.0f}")
         print()
-    print(f"== targets ({time.perf_counter() - start:.0f} s in all) ==")
+    print(f"== targets ({time.perf_counter() - start:.0f} s in all: {', '.join(took)}) ==")
     for what, value, text, met in TARGETS:
         print(f"{'met   ' if met else 'MISSED'} {what}: {value} (target {text})")
     return 0
