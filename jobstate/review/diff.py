@@ -366,7 +366,11 @@ def diff(
         result.alarms.append({"kind": "ID handed out twice", "episode": eid, "message": text})
     per_commit, notes = range_violations(cwd, base, rev)
     add_alarms(result, per_commit)
-    add_alarms(result, tracked_private(Revision(cwd, new.commit).tracked(PRIVATE)))
+    tip = Revision(cwd, new.commit)
+    try:
+        add_alarms(result, tracked_private(tip.tracked(PRIVATE)))
+    finally:
+        tip.close()
     result.unreadable += notes
     _removals(cwd, old, new, result)
     _signers(cwd, base, rev, result, approvers)

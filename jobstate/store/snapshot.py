@@ -210,12 +210,14 @@ class Revision(Snapshot):
     def __init__(self, cwd: Path, rev: str) -> None:
         super().__init__()
         self.cwd = cwd
-        proc = git_read(cwd, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
-        if proc.returncode != 0:
-            raise UsageError(f"unknown revision {rev!r} in {cwd}: give a commit, branch or tag (git log shows them)")
-        self.commit = proc.stdout.decode().strip()
-        self.label = f"{rev} ({self.commit[:12]})"
         self._reader: CatFile | None = None
+        # resolved by the snapshot's own cat-file, which most snapshots start anyway: one process less
+        commit = self._object_reader().commit_of(rev)
+        if commit is None:
+            self.close()
+            raise UsageError(f"unknown revision {rev!r} in {cwd}: give a commit, branch or tag (git log shows them)")
+        self.commit = commit
+        self.label = f"{rev} ({self.commit[:12]})"
         self._cache: dict[str, bytes] = {}  # read ahead, given up on its first read
         self._ahead: list[str] = []  # what the readers will ask for, in their order
         self._place: dict[str, int] = {}  # path -> its index in _ahead
