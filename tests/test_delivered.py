@@ -236,7 +236,7 @@ def test_an_executable_jobstate_yaml_is_refused_by_every_committing_command(repo
     ):
         proc = run_cli(*args, cwd=repo)
         assert proc.returncode == 7, (args, proc.stderr)
-        assert "jobstate.yaml is executable" in proc.stderr, proc.stderr
+        assert "jobstate.yaml in HEAD is executable" in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert runs(tmp_path) == 1  # the first paid step's run only: nothing ran on the executable settings
     assert git(repo, "rev-parse", "HEAD") == before

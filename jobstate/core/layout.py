@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import shlex
 
+from jobstate.errors import StateInvalid
+
 STATE = "state"
 HISTORY = "history"
 PRIVATE = ".jobstate"
@@ -264,6 +266,18 @@ def mode_problem(mode: str) -> str | None:
     if mode == FILE_MODE:
         return None
     return _MODE_PROBLEMS.get(mode, f"has Git mode {mode}; state holds regular files only")
+
+
+def mode_refusal(path: str, mode: str) -> StateInvalid | None:
+    """The refusal (exit 7) of every command that would act on ``path`` committed with ``mode`` in HEAD
+    (a merge may deliver a symlink, a submodule or an executable file), or None; review flags the same."""
+    problem = mode_problem(mode)
+    if problem is None:
+        return None
+    return StateInvalid(
+        f"{path} in HEAD {problem}; jobstate acts only on files as it writes them, so it did nothing "
+        "(jobstate verify --rev HEAD shows it)"
+    )
 
 
 # the attributes with which git changes a file's bytes between the commit and the work tree (gitattributes(5):

@@ -32,7 +32,7 @@ from jobstate.core.layout import (
     history_path,
     is_flat,
     is_flat_name,
-    mode_problem,
+    mode_refusal,
 )
 from jobstate.core.names import validate_artifact_path
 from jobstate.core.periods import parse_period, parse_time
@@ -324,12 +324,9 @@ def _apply(store: Store, migrated_at: str) -> tuple[list[Move], str | None]:
             # state/<name>/..., history/<name>.yaml, history/retired/<name>.yaml
             old = next((o for o in ("/".join(parts[:2]), "/".join(parts[:3])) if o in moved), None)
             if old is not None:
-                problem = mode_problem(mode)
-                if problem is not None:  # the one rule of modes (core.layout), as every committing command asks it
-                    raise StateInvalid(
-                        f"{path} {problem.replace('; ', ' in HEAD; ', 1)}; jobstate migrates only files as it "
-                        "writes them, so nothing was written (jobstate verify --rev HEAD shows it)"
-                    )
+                refused = mode_refusal(path, mode)
+                if refused is not None:
+                    raise refused
                 files[path] = None
                 blobs[moved[old] + path[len(old) :]] = (mode.encode(), sha)
         for move in moves:

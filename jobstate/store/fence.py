@@ -8,8 +8,8 @@ import shlex
 from collections.abc import Callable
 
 from jobstate.core import advice
-from jobstate.core.layout import episode_dir, mode_problem
-from jobstate.errors import DirtyState, StateInvalid
+from jobstate.core.layout import episode_dir, mode_refusal
+from jobstate.errors import DirtyState
 from jobstate.git.headcheck import committed_files, matches_head, odd_entry
 from jobstate.store.running import remove_temp_files
 from jobstate.store.store import Store
@@ -30,12 +30,9 @@ def require_as_committed(
     if committed is None:
         committed = committed_files(store.git, directory)
     for path, (mode, _blob) in sorted((committed or {}).items()):
-        problem = mode_problem(mode)
-        if problem is not None:  # review flags it too (verify, diff): nothing acts on what no command wrote
-            raise StateInvalid(
-                f"{path} in episode {episode_id} {problem.replace('; ', ' in HEAD; ', 1)}; jobstate acts only on "
-                "files as it writes them, so nothing was run (jobstate verify --rev HEAD shows it)"
-            )
+        refused = mode_refusal(path, mode)
+        if refused is not None:
+            raise refused
     if committed is not None and matches_head(store.git, store.root, directory, committed):
         return
     remove_temp_files(store, directory, notify)

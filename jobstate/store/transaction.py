@@ -36,7 +36,7 @@ from jobstate.core.layout import (
     PRIVATE,
     describes_episode,
     episode_of,
-    mode_problem,
+    mode_refusal,
 )
 from jobstate.core.rules_state import tracked_private
 from jobstate.errors import (
@@ -45,7 +45,6 @@ from jobstate.errors import (
     JobstateError,
     RemoteOutcomeUnknown,
     RemoteUnavailable,
-    StateInvalid,
     UsageError,
 )
 from jobstate.git.head import blob_at, carry_tracked, index_key
@@ -369,12 +368,9 @@ def _refuse_uncommitted_settings(store: Store) -> None:
     (exit 2), never committed beside a change it decided (init, which writes the file, is exempt)."""
     commit = store.git.head_commit()
     entry = store.git.entry(store.git.commit_tree_of(commit), CONFIG_FILE) if commit else None
-    problem = None if entry is None else mode_problem(entry[0].decode("ascii", "replace"))
-    if problem is not None:  # review flags it too (verify, diff): nothing decides on what no command wrote
-        raise StateInvalid(
-            f"{CONFIG_FILE} {problem.replace('; ', ' in HEAD; ', 1)}; jobstate decides only on settings as it "
-            "writes them, so nothing was written (jobstate verify --rev HEAD shows it)"
-        )
+    refused = None if entry is None else mode_refusal(CONFIG_FILE, entry[0].decode("ascii", "replace"))
+    if refused is not None:
+        raise refused
     head = (blob_at(store.git, commit, CONFIG_FILE) if commit else None) or ""
     data = store.config_bytes()
     if (store.git.blob_sha(data) if data or head else "") != head:

@@ -22,7 +22,7 @@ from jobstate.core.layout import (
     episode_dir,
     episode_of,
     is_retired_path,
-    mode_problem,
+    mode_refusal,
 )
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode, episode_from_yaml_dict, history_from_yaml_dict
@@ -89,12 +89,9 @@ def _refuse_odd(entries: Iterable[tuple[str, str]]) -> None:
     """Refuse (exit 7) what HEAD holds under state/ or history/ as no command writes it (a submodule, a
     symlink, an executable file): a merge may deliver one, and nothing is decided on such a state."""
     for mode, path in entries:
-        problem = None if mode == "000000" else mode_problem(mode)  # 000000: gone from HEAD
-        if problem is not None:
-            raise StateInvalid(
-                f"{path} in HEAD {problem}; jobstate acts only on files as it writes them, so nothing was written "
-                "(jobstate verify --rev HEAD shows it)"
-            )
+        refused = None if mode == "000000" else mode_refusal(path, mode)  # 000000: gone from HEAD
+        if refused is not None:
+            raise refused
 
 
 def _periods_to_walk(cat: Catalog, removed: list[str] | None) -> str:
