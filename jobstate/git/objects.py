@@ -180,29 +180,9 @@ class CatFile:
 
     def _header(self, spec: str) -> tuple[bytes, int]:
         header = self._out.readline().split()
-        if len(header) != 3:
+        if len(header) != 3 or not header[2].isdigit():  # "<name> missing": a name may hold a space
             raise MissingObject(f"object {spec} is missing")
         return header[1], int(header[2])
-
-    def commit_of(self, rev: str) -> str | None:
-        """The commit ``rev`` names, annotated tags peeled (as ``rev-parse --verify REV^{commit}``), or None.
-        Peeled here, not by ``^{commit}``: git would print its own error for a tree or blob."""
-        if "\n" in rev or "\0" in rev:  # one request per line: never a second one smuggled in
-            return None
-        spec = rev
-        for _ in range(16):
-            self._in.write(spec.encode("utf-8", "surrogateescape") + b"\n")
-            self._in.flush()
-            header = self._out.readline().split()
-            if len(header) != 3:
-                return None
-            body = self._out.read(int(header[2]) + 1)[:-1]
-            if header[1] == b"commit":
-                return header[0].decode()
-            if header[1] != b"tag" or not body.startswith(b"object "):
-                return None
-            spec = body[7 : body.index(b"\n")].decode("ascii", "replace")
-        return None
 
     def read(self, spec: str, limit: int | None = None) -> tuple[bytes, bytes]:
         """(type, content) of one object (an ID, or ``REV:PATH``); with ``limit``, a larger object is

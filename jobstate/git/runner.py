@@ -116,18 +116,12 @@ def run_git_piped(cwd: Path, source: tuple[str, ...], *args: str) -> bytes:
 
 
 def popen_git(cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """A long-running git child with pipes for stdin and stdout (``cat-file --batch``). Its stderr is
-    discarded: an ambiguous or missing name is answered on stdout too, and jobstate says it in one line."""
+    """A long-running git child with pipes for stdin and stdout (``cat-file --batch``)."""
     import subprocess  # noqa: PLC0415 - start-up: a lock-free retry starts no process
 
     try:
         return subprocess.Popen(
-            ["git", *args],
-            cwd=cwd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=git_env(env),
+            ["git", *args], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=git_env(env)
         )
     except FileNotFoundError:
         raise UsageError("git is not installed or not on PATH") from None

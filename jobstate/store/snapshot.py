@@ -210,14 +210,14 @@ class Revision(Snapshot):
     def __init__(self, cwd: Path, rev: str) -> None:
         super().__init__()
         self.cwd = cwd
-        self._reader: CatFile | None = None
-        # resolved by the snapshot's own cat-file, which most snapshots start anyway: one process less
-        commit = self._object_reader().commit_of(rev)
-        if commit is None:
-            self.close()
+        # rev-parse, not the snapshot's cat-file: REV^{commit} prefers a commit among objects sharing a short
+        # ID, and --quiet keeps git's own error lines for a tree or a blob off the user's stderr
+        proc = git_read(cwd, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}", check=False)
+        if proc.returncode != 0:
             raise UsageError(f"unknown revision {rev!r} in {cwd}: give a commit, branch or tag (git log shows them)")
-        self.commit = commit
+        self.commit = proc.stdout.decode().strip()
         self.label = f"{rev} ({self.commit[:12]})"
+        self._reader: CatFile | None = None
         self._cache: dict[str, bytes] = {}  # read ahead, given up on its first read
         self._ahead: list[str] = []  # what the readers will ask for, in their order
         self._place: dict[str, int] = {}  # path -> its index in _ahead
@@ -330,14 +330,15 @@ class Revision(Snapshot):
 def locate(path: Path) -> Path:
     """The directory to run read-only git commands in: a work tree top or a bare repository."""
     # one process: rev-parse answers each option in turn and stops at --show-toplevel in a bare repository
-    lines = git_read(path, "rev-parse", "--is-bare-repository", "--show-toplevel", check=False).stdout.splitlines()
-    if not lines or lines[0] not in (b"true", b"false"):
+    out = git_read(path, "rev-parse", "--is-bare-repository", "--show-toplevel", check=False).stdout
+    bare, _, top = out.partition(b"\n")
+    if bare not in (b"true", b"false"):
         raise UsageError(f"{path} is not inside a Git repository: pass --repo PATH")
-    if lines[0] == b"true":
+    if bare == b"true":
         return path.resolve()
-    if len(lines) < 2:  # inside a .git directory
+    if not top:  # inside a .git directory
         raise UsageError(f"{path} is not inside a Git work tree: pass --repo PATH")
-    return Path(lines[1].decode("utf-8", "surrogateescape"))
+    return Path(top.removesuffix(b"\n").decode("utf-8", "surrogateescape"))  # a path may hold a line break
 
 
 def is_bare(cwd: Path) -> bool:
