@@ -353,7 +353,8 @@ def history(_built_history: Path, tmp_path: Path) -> Path:
 # --- each test's own work, in CPU seconds ----------------------------------------------------
 # Wall time says as much about the machine's other work as about the test; the CPU seconds of the test's call
 # (this process's threads and every process it started and reaped) do not. A fast test stays under
-# CPU_BUDGET: make test (JOBSTATE_TEST_CPU_BUDGET=20, the Makefile says why) fails one that does not, unless it is marked slow.
+# CPU_BUDGET: make test (JOBSTATE_TEST_CPU_BUDGET=20, the Makefile says why) fails one that does not,
+# unless it is marked slow.
 CPU_BUDGET = float(os.environ.get("JOBSTATE_TEST_CPU_BUDGET", "0"))
 _CPU: list[tuple[float, float, str, bool]] = []  # cpu seconds, wall seconds, test, marked slow
 
