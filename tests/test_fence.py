@@ -162,7 +162,8 @@ def test_an_orphaned_cmd_keeps_its_step_running_and_its_report_is_recorded_after
         "if os.environ.get('JOBSTATE_REMOTE_REF'):\n"  # the resume, by the next run: the same report
         f"    pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({REPORT!r}))\n"
         "    raise SystemExit(0)\n"
-        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+        f"pathlib.Path({str(ready) + '.tmp'!r}).write_text(str(os.getpid()))\n"
+        f"os.replace({str(ready) + '.tmp'!r}, {str(ready)!r})\n"  # whole: the test reads it as soon as it exists
         f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.02)\n"
         f"pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({REPORT!r}))\n"
     )
@@ -215,7 +216,8 @@ def test_a_signal_to_jobstate_reaches_cmd_and_what_cmd_reports_then_is_recorded(
         f"    pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps({REPORT!r}))\n"
         "    raise SystemExit(1)\n"
         f"signal.signal({int(sig)}, stop)\n"
-        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+        f"pathlib.Path({str(ready) + '.tmp'!r}).write_text(str(os.getpid()))\n"
+        f"os.replace({str(ready) + '.tmp'!r}, {str(ready)!r})\n"  # whole: the test reads it as soon as it exists
         "time.sleep(600)\n"
     )
     proc = _start_run(repo, script)
@@ -315,7 +317,8 @@ def test_an_orphans_report_that_nothing_was_submitted_is_recorded_by_the_next_ru
     script = (
         "import json, os, pathlib, time\n"
         f"if pathlib.Path({str(go)!r}).exists(): raise SystemExit(0)\n"  # the next run's attempt 2
-        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+        f"pathlib.Path({str(ready) + '.tmp'!r}).write_text(str(os.getpid()))\n"
+        f"os.replace({str(ready) + '.tmp'!r}, {str(ready)!r})\n"  # whole: the test reads it as soon as it exists
         f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.02)\n"
         "report = {'submitted': False, 'error': 'the vendor refused: quota'}\n"
         "pathlib.Path(os.environ['JOBSTATE_RESULT']).write_text(json.dumps(report))\n"

@@ -58,7 +58,8 @@ def _hold(ready: Path) -> str:
     (a regression) fails at once instead of waiting, and one the kill missed ends by itself."""
     return (
         f"if pathlib.Path({str(ready)!r}).exists(): raise SystemExit('CMD ran a second time')\n"
-        f"pathlib.Path({str(ready)!r}).write_text(str(os.getpid()))\n"
+        f"pathlib.Path({str(ready) + '.tmp'!r}).write_text(str(os.getpid()))\n"
+        f"os.replace({str(ready) + '.tmp'!r}, {str(ready)!r})\n"  # whole: the test reads it as soon as it exists
         "time.sleep(30)\n"
         "raise SystemExit('CMD outlived the SIGKILL')\n"
     )
