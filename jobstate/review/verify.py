@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from jobstate.core.budget import Acknowledgement, acknowledgements_from_yaml_dict
 from jobstate.core.clock import time_text
-from jobstate.core.episode_records import EpisodeRecords, Problems, fill, legacy_fields
+from jobstate.core.episode_records import EpisodeRecords, Problems, fill, legacy_fields, new_records
 from jobstate.core.keys import key_problems
 from jobstate.core.layout import (
     APPROVAL,
@@ -25,6 +25,7 @@ from jobstate.core.layout import (
     BUDGET_ACKNOWLEDGED,
     CONFIG_FILE,
     COSTS,
+    EPISODE_FILE,
     HISTORY,
     PRIVATE,
     RECORD_FILES,
@@ -43,7 +44,7 @@ from jobstate.core.model import (
 )
 from jobstate.core.periods import is_period, parse_period
 from jobstate.core.preservation import compare
-from jobstate.core.records import AttemptState, episode_from_yaml_dict, history_from_yaml_dict
+from jobstate.core.records import AttemptState, history_from_yaml_dict
 from jobstate.core.rules_state import key_owner_problem, sequence_problem, tracked_private
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
@@ -191,59 +192,22 @@ def _collect_episode(
     snap: Snapshot, name: str, paths: set[str], files: dict[str, Any], problems: list[Problem]
 ) -> EpisodeRecords | None:
     base = episode_dir(name)
-    episode_path = f"{base}/episode.yaml"
+    episode_path = f"{base}/{EPISODE_FILE}"
     if episode_path not in paths:
         problems.append(Problem(base, "episode directory without episode.yaml"))
         return None
     data = _load(snap, episode_path, problems)
-    if data is None:
+    f = new_records(name)
+    if data is None or f is None:
         return None
-    if not isinstance(data, dict):
-        problems.append(Problem(episode_path, "expected a mapping of episode fields"))
+    if not _fill(f, EPISODE_FILE, data, episode_path, problems):  # the writers' reader, its rules and its words
         return None
-    legacy_name = is_period(name)
-    if legacy_name and "episode_id" not in data:
+    if f.legacy:
         problems.append(
             Problem(base, f"legacy week-only ID {name}: run jobstate migrate to give it a versioned ID", "warning")
         )
-        f = EpisodeRecords(name, period_id=name, legacy=True, has_episode_file=True)
-        _legacy_fields(f, data, episode_path, problems)
-        _collect_records(snap, f, base, paths, problems)
-        return f
-    episode = _strictly(episode_path, problems, lambda: episode_from_yaml_dict(data, episode_path, name))
-    if episode is None:
-        return None
-    f = EpisodeRecords(
-        episode.episode_id,
-        period_id=episode.period_id,
-        sequence=episode.sequence,
-        episode=episode,
-        allocation_key=episode.allocation_key,
-        allocated_at=episode.allocated_at,
-        has_episode_file=True,
-    )
-    _legacy_fields(f, data, episode_path, problems)
     _collect_records(snap, f, base, paths, problems)
     return f
-
-
-def _collect_records(snap: Snapshot, f: EpisodeRecords, base: str, paths: set[str], problems: list[Problem]) -> None:
-    for path in (f"{base}/{name}" for name in _COLLECT):
-        if path not in paths:
-            continue
-        data = _load(snap, path, problems)
-        if data is None:
-            continue
-        if not isinstance(data, dict) or data.get("schema") != 1:
-            problems.append(Problem(path, "expected a mapping with schema: 1"))
-            continue
-        _COLLECT[path.rsplit("/", 1)[1]](f, data, path, problems)
-    recorded = {f"{base}/{rel}" for rel in f.artifacts}
-    for path in sorted(paths):
-        rel = path[len(base) + 1 :]
-        if rel in RECORD_FILES or path in recorded:
-            continue
-        problems.append(Problem(path, "file is not a jobstate record nor a recorded artifact", "warning"))
 
 
 def _legacy_fields(f: EpisodeRecords, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
@@ -252,18 +216,40 @@ def _legacy_fields(f: EpisodeRecords, data: dict[str, Any], path: str, problems:
     problems += problems_of(found)
 
 
-def _collect_file(f: EpisodeRecords, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    # the one normaliser (core.episode_records.fill): a malformed part is a problem, left out
+def _fill(f: EpisodeRecords, leaf: str, data: Any, path: str, problems: list[Problem]) -> bool:
+    """``fill``, the one reader of records: a malformed part is a problem, left out; False when the
+    whole file is unreadable (also a problem)."""
     found: Problems = []
     try:
-        fill(f, path.rsplit("/", 1)[1], data, path, found)
+        fill(f, leaf, data, path, found)
     except StateInvalid as exc:
         found.append((path, str(exc).removeprefix(f"{path}: ")))
+        problems += problems_of(found)
+        return False
     problems += problems_of(found)
+    return True
 
 
-def _collect_submissions(f: EpisodeRecords, data: dict[str, Any], path: str, problems: list[Problem]) -> None:
-    _collect_file(f, data, path, problems)
+def _collect_records(snap: Snapshot, f: EpisodeRecords, base: str, paths: set[str], problems: list[Problem]) -> None:
+    for path in (f"{base}/{name}" for name in _COLLECT):
+        if path not in paths:
+            continue
+        data = _load(snap, path, problems)
+        if data is not None and _fill(f, path.rsplit("/", 1)[1], data, path, problems):
+            _COLLECT[path.rsplit("/", 1)[1]](f, path, problems)
+    recorded = {f"{base}/{rel}" for rel in f.artifacts}
+    for path in sorted(paths):
+        rel = path[len(base) + 1 :]
+        if rel in RECORD_FILES or path in recorded:
+            continue
+        problems.append(Problem(path, "file is not a jobstate record nor a recorded artifact", "warning"))
+
+
+def _nothing_more(f: EpisodeRecords, path: str, problems: list[Problem]) -> None:
+    """What review asks of a record file beyond what its reader does: nothing."""
+
+
+def _check_submissions(f: EpisodeRecords, path: str, problems: list[Problem]) -> None:
     steps = f.steps
     problems += [Problem(path, f"{v.field}: {v.rule}") for v in attempts_violations(f.episode_id, steps)]
     for step, attempts in steps.items():
@@ -280,11 +266,12 @@ def _collect_submissions(f: EpisodeRecords, data: dict[str, Any], path: str, pro
             )
 
 
-_COLLECT: dict[str, Callable[[EpisodeRecords, dict[str, Any], str, list[Problem]], None]] = {
-    COSTS: _collect_file,
-    SUBMISSIONS: _collect_submissions,
-    ARTIFACTS: _collect_file,
-    APPROVAL: _collect_file,
+# each record file verify reads (in reading order, after episode.yaml), and what it asks beyond its reader
+_COLLECT: dict[str, Callable[[EpisodeRecords, str, list[Problem]], None]] = {
+    COSTS: _nothing_more,
+    SUBMISSIONS: _check_submissions,
+    ARTIFACTS: _nothing_more,
+    APPROVAL: _nothing_more,
 }
 
 
