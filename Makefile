@@ -7,12 +7,12 @@ STAMP := $(VENV)/.installed
 .PHONY: help venv test test-loaded test-slow mutate demo lint bench verify clean allocate generate approve rework reassemble complete
 
 help:
-	@echo "make test   - create .venv, install jobstate with test extras, run pytest (all but the slow SIGKILL loops)"
+	@echo "make test   - create .venv, install jobstate with test extras, run pytest (all but the slow SIGKILL and concurrency loops)"
 	@echo "             in random order (pytest-randomly prints the seed; replay an order with"
 	@echo "             make test PYTEST_ARGS=--randomly-seed=SEED, or keep file order with PYTEST_ARGS='-p no:randomly');"
 	@echo "             each test fails after 45 s unless it says why it needs longer (pytest-timeout)"
 	@echo "make test-loaded - make test while busy loops keep every core busy; prints the load it ran under"
-	@echo "make test-slow - the SIGKILL loops and the crash sweep of every committing command (CI runs them too)"
+	@echo "make test-slow - the SIGKILL loops, the crash sweep of every committing command and the many-process concurrency loops (CI runs them too)"
 	@echo "make mutate - mutation testing (mutmut) of the rule modules against their fast tests; minutes each,"
 	@echo "             not in CI: make mutate MODULES='model guard' (model guard transaction decision)"
 	@echo "make demo   - run the demo in a throwaway repo"

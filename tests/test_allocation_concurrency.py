@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_period
 from jobstate.store.store import Store
@@ -10,6 +12,8 @@ from .conftest import committed_files, git, status
 from .procs import parse_json_lines, run_together
 
 
+# a concurrency loop of many processes: make test-slow (CI) runs it; test_mixed_new_and_repeated_keys stays fast
+@pytest.mark.slow
 def test_many_processes_get_distinct_consecutive_sequences(repo: Path, tmp_path: Path) -> None:
     n = 10
     args = [["allocate", "--key", f"run:{i}", "--week", "2026-W32", "--json", "--lock-timeout", "60"] for i in range(n)]
@@ -24,6 +28,7 @@ def test_many_processes_get_distinct_consecutive_sequences(repo: Path, tmp_path:
     assert status(repo) == ""
 
 
+@pytest.mark.slow
 def test_same_key_from_many_processes_yields_one_episode(repo: Path, tmp_path: Path) -> None:
     n = 10
     args = [["allocate", "--key", "scheduled-run:2026-08-07", "--date", "2026-08-07", "--json"] for _ in range(n)]

@@ -48,6 +48,8 @@ def _ran(tmp_path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
+# concurrency loops of many processes and clones: make test-slow (CI) runs them
+@pytest.mark.slow
 def test_sixteen_processes_reserving_5_against_20_exactly_four_run(repo: Path, tmp_path: Path) -> None:
     _with_budget(repo)
     with Store(repo) as store:
@@ -64,6 +66,7 @@ def test_sixteen_processes_reserving_5_against_20_exactly_four_run(repo: Path, t
     assert run_cli("verify", "--strict", cwd=repo).returncode == 0
 
 
+@pytest.mark.slow
 def test_two_clones_through_a_shared_remote_never_exceed_the_budget(tmp_path: Path) -> None:
     bare, clones = make_hosts(tmp_path, 2)
     seed = tmp_path / "seed"
