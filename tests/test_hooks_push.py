@@ -55,7 +55,7 @@ def test_the_first_push_of_a_new_branch_is_checked_against_the_default_branch(re
     refused = _push(clone, "-u", "origin", "bad")
     assert refused.returncode != 0
     assert "episode deleted" in refused.stdout + refused.stderr
-    assert "bad" not in git(clone, "ls-remote", "--heads", "origin")
+    assert "refs/heads/bad" not in git(clone, "ls-remote", "--heads", "origin")  # a commit ID may hold "bad"
 
 
 def test_a_push_to_an_empty_remote_checks_nothing_and_says_so(repo: Path, tmp_path: Path) -> None:
