@@ -45,13 +45,12 @@ def budget_use(
             left = Decimal(cap) - s - r
             share = f" ({(s + r) * 100 / Decimal(cap):.0f}%)" if Decimal(cap) else ""
             verdict, ack = cap_verdict(budget, state.acknowledgements, bp, currency, s + r)
-            over = {
-                "over": " OVER THE CAP",
-                "not judged": f" over the cap, before budget.since {budget.since}: not judged",
-            }
-            over_text = over.get(verdict, "")
             if ack is not None:
                 over_text = f" over the cap, acknowledged by {ack.by} at {ack.at}: {ack.reason}"
+            elif verdict == "not judged":
+                over_text = f" over the cap, before budget.since {budget.since}: not judged"
+            else:
+                over_text = " OVER THE CAP" if verdict == "over" else ""
             row.update(
                 cap=cap,
                 remaining=str(left),

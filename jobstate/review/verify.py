@@ -123,9 +123,15 @@ def collect(
                 )
             )
     if isinstance(snap, Revision):  # read ahead in the order read below: tombstones, episodes, history
+        present = set(files)
         snap.prefetch(
             [p for _n, p in sorted(tombstones.items())]
-            + [p for name in sorted(by_dir) for p in sorted(by_dir[name]) if p.endswith(".yaml")]
+            + [
+                p
+                for name in sorted(by_dir)
+                for leaf in (EPISODE_FILE, *_COLLECT)  # _collect_episode's order
+                if (p := f"{episode_dir(name)}/{leaf}") in present
+            ]
             + [p for _n, p in sorted(history.items())]
         )
     report.present = set(by_dir) | set(history)

@@ -84,7 +84,7 @@ def _refused_change(store: Store, episode_id: str, mark: str, head: str) -> tupl
         "rev-list", "--first-parent", "--parents", "--reverse", f"{mark}..{head}", "--", directory, check=False
     )
     lines = proc.stdout.decode("ascii", "replace").splitlines() if proc.returncode == 0 else []
-    steps = [(line.split()[1], line.split()[0]) for line in lines if len(line.split()) > 1]
+    steps = [(parts[1], parts[0]) for line in lines if len(parts := line.split()) > 1]
     walk = 0 < len(steps) <= MAX_COMMITS and store.git.is_ancestor(mark, head)  # else a rewrite: judged whole
     for parent, commit in steps if walk else [(mark, head)]:
         try:
