@@ -102,11 +102,17 @@ def test_allocate_and_verify_refuse_a_retired_key_by_the_same_rule(repo: Path) -
     )
     (repo / "state/2026/2026-W32/2026-W32-7").mkdir()
     (repo / "state/2026/2026-W32/2026-W32-7/episode.yaml").write_text(text.replace("sequence: 0", "sequence: 7"))
+    git(repo, "tag", "retired")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "the retired key by hand")
     proc = run_cli("verify", "--rev", "HEAD", cwd=repo)
     assert proc.returncode == 1
     assert rule in proc.stdout
+    # as a change, diff and verify --against name the one rule of keys (core.rules_state), as the same kind
+    found = json.loads(run_cli("diff", "retired", "--format", "json", cwd=repo).stdout)
+    assert [(a["kind"], a["episode"]) for a in found["alarms"]] == [("key moved", "2026-W32-7")]
+    assert rule in found["alarms"][0]["message"]
+    assert f"key moved: {found['alarms'][0]['message']}" in _verify_against(repo, "retired")
 
 
 def test_list_and_report_give_an_orphaned_step_the_same_status(repo: Path, tmp_path: Path) -> None:
@@ -141,3 +147,33 @@ def test_list_and_report_give_an_orphaned_step_the_same_status(repo: Path, tmp_p
     assert run_cli("list", cwd=repo).stdout.split("\t")[1] == "unknown"
     reported = json.loads(run_cli("report", "--format", "json", cwd=repo).stdout)
     assert [e["status"] for e in reported["episodes"]] == ["unknown"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ("removed, the episode restored", "tombstone"),
+        ("reason rewritten", "reason"),
+        ("key rewritten", "allocation_key"),
+    ],
+)
+def test_a_tombstone_removed_or_rewritten_is_one_alarm_in_diff_and_verify_against(
+    repo: Path, edit: str, field: str
+) -> None:
+    assert run_cli("allocate", "--key", "k1", "--week", "2026-W32", cwd=repo).returncode == 0
+    assert run_cli("retire", "2026-W32-0", "--by", "ops", "--reason", "gone", cwd=repo).returncode == 0
+    git(repo, "tag", "retired")
+    stone = repo / "history/retired/2026/2026-W32/2026-W32-0.yaml"
+    if field == "tombstone":  # un-retired: the next run of k1 would be answered with it, and pay again
+        git(repo, "rm", "-q", str(stone))
+        git(repo, "checkout", "retired~1", "--", "state/2026/2026-W32/2026-W32-0")
+    else:
+        old, new = {"reason": ("gone", "typo"), "allocation_key": ("k1", "k1-old")}[field]
+        stone.write_text(stone.read_text().replace(f": {old}\n", f": {new}\n"))
+    git(repo, "commit", "-qam", f"the tombstone {edit}")
+    proc = run_cli("diff", "retired", "--strict", "--format", "json", cwd=repo)
+    assert proc.returncode == 1, proc.stderr
+    alarms = [a for a in json.loads(proc.stdout)["alarms"] if a["kind"] == "tombstone rewritten"]
+    assert [a["episode"] for a in alarms] == ["2026-W32-0"]
+    assert f"history/retired/2026/2026-W32/2026-W32-0.yaml {field}:" in alarms[0]["message"]
+    assert f"tombstone rewritten: {alarms[0]['message']}" in _verify_against(repo, "retired")

@@ -12,9 +12,18 @@ from decimal import Decimal
 from typing import Any, NamedTuple, Protocol
 
 from jobstate.core.budget import Acknowledgement, first_day
-from jobstate.core.layout import BUDGET_ACKNOWLEDGED, EPISODE_FILE, PRIVATE, episode_dir, is_private, record_path
+from jobstate.core.layout import (
+    BUDGET_ACKNOWLEDGED,
+    EPISODE_FILE,
+    PRIVATE,
+    episode_dir,
+    is_private,
+    record_path,
+    retired_path,
+)
 from jobstate.core.model import Records, Violation, episode_change, ledger_change
 from jobstate.core.periods import is_period, parse_period
+from jobstate.core.tombstones import Tombstone
 
 
 class EpisodeState(Records, Protocol):
@@ -40,6 +49,11 @@ class State(Protocol):
 
     @property
     def acknowledgements(self) -> Sequence[Acknowledgement]: ...
+
+    @property
+    def tombstones(self) -> Mapping[str, Tombstone]:
+        """The readable tombstones, by retired episode."""
+        ...
 
 
 def migrated_from(base: State, new: State) -> dict[str, str]:
@@ -107,6 +121,9 @@ def state_violations(base: State, new: State) -> list[Violation]:
                     f"{problem} (a key belongs to one episode forever)",
                 )
             )
+    added = {eid: view for eid, view in new.episodes.items() if eid not in base.episodes and eid not in moved}
+    out += _retirements_kept(base.tombstones, new.tombstones)
+    out += _retired_keys_reused(added, {stone.allocation_key: eid for eid, stone in new.tombstones.items()})
     if base.settings is not None and new.settings is not None:
         out += settings_change(base.settings, new.settings, episodes=bool(base.episodes))
     out += ledger_change(
@@ -127,9 +144,32 @@ def _later(new: str | None, old: str | None) -> bool:
     return old is None or first_day(parse_period(new)) > first_day(parse_period(old))
 
 
-def retired_keys_reused(episodes: Mapping[str, EpisodeState], retired: Mapping[str, str]) -> list[Violation]:
-    """Every episode of ``episodes`` that holds a key a tombstone keeps (``retired``: key -> the retired
-    episode): the rule of keys (``key_owner_problem``), as a change ``diff`` shows."""
+def _retirements_kept(old: Mapping[str, Tombstone], new: Mapping[str, Tombstone]) -> list[Violation]:
+    """A tombstone is for ever, byte for byte what ``retire`` wrote: one removed (an episode un-retired,
+    whose key the next run would pay for again) or rewritten (its key, who, why) is refused."""
+    out: list[Violation] = []
+    for eid, stone in sorted(old.items()):
+        now = new.get(eid)
+        if now == stone:
+            continue
+        fields = [f for f in stone._fields if now is not None and getattr(now, f) != getattr(stone, f)]
+        out.append(
+            Violation(
+                "tombstone rewritten",
+                eid,
+                retired_path(eid),
+                fields[0] if fields else "tombstone",
+                getattr(stone, fields[0]) if fields else "retired",
+                getattr(now, fields[0]) if fields else None,
+                "a retirement is for ever: its tombstone is never removed or changed (its ID and key stay used)",
+            )
+        )
+    return out
+
+
+def _retired_keys_reused(episodes: Mapping[str, EpisodeState], retired: Mapping[str, str]) -> list[Violation]:
+    """Every episode of ``episodes`` (the change's new ones) that holds a key a tombstone keeps (``retired``:
+    key -> the retired episode): the rule of keys (``key_owner_problem``), as a change."""
     out: list[Violation] = []
     for eid, view in sorted(episodes.items()):
         key = view.allocation_key or ""

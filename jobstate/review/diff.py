@@ -23,13 +23,13 @@ from jobstate.core.model import Violation, appended
 from jobstate.core.money import sum_by_currency
 from jobstate.core.probe import PROBE_BY
 from jobstate.core.records import AttemptState
-from jobstate.core.rules_state import migrated_from, retired_keys_reused, state_violations, tracked_private
+from jobstate.core.rules_state import migrated_from, state_violations, tracked_private
 from jobstate.review.changes import range_violations
 from jobstate.review.decisions import require_signers_file, signed_decisions
 from jobstate.review.merges import merge_findings
 from jobstate.review.revision import StateView, read_state
 from jobstate.review.spending import budget_use
-from jobstate.review.vanished import find_vanished, tombstones_at
+from jobstate.review.vanished import find_vanished
 from jobstate.review.verify import collect, preservation
 from jobstate.store.history import removing_commit
 from jobstate.store.snapshot import Revision, locate
@@ -251,6 +251,7 @@ ALARM_ORDER = [
     "private file tracked",
     "record refused",
     "episode deleted",
+    "tombstone rewritten",
     "ID handed out twice",
     "completed episode edited",
     "history without approval",
@@ -274,8 +275,8 @@ ALARM_ORDER = [
 def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
     """Say how each deleted episode went, turn a retirement into its own alarm, and raise one for an
     episode added and removed between the two revisions, which neither side shows."""
-    retired = tombstones_at(cwd, new.commit)
-    earlier = tombstones_at(cwd, old.commit)
+    retired = new.tombstones
+    earlier = dict(old.tombstones)
     for alarm in list(result.alarms):
         eid = alarm["episode"]
         if alarm["kind"] != "episode deleted":
@@ -301,9 +302,6 @@ def _removals(cwd: Path, old: StateView, new: StateView, result: Diff) -> None:
             result.retired.append(
                 {"episode_id": eid, "by": stone.retired_by, "at": stone.retired_at, "reason": stone.reason}
             )
-    # a new episode holding a retired episode's key: the rule verify applies to the revision, as a change
-    added = {eid: view for eid, view in new.episodes.items() if eid not in old.episodes}
-    add_alarms(result, retired_keys_reused(added, {s.allocation_key: eid for eid, s in retired.items()}))
     for gone in find_vanished(cwd, [new.commit], set(new.episodes), retired, exclude=[old.commit]):
         if gone.episode_id not in old.episodes:  # the worst kind: first, as the sorted alarms have it
             result.alarms.insert(0, {"kind": "episode deleted", "episode": gone.episode_id, "message": gone.message})

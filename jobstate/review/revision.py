@@ -19,17 +19,22 @@ from jobstate.core.layout import (
     CONFIG_FILE,
     HISTORY,
     RECORD_FILES,
+    RETIRED,
     STATE,
+    describes_episode,
     episode_dir,
     episode_of,
     history_path,
+    is_retired_path,
     mode_problem,
 )
 from jobstate.core.rules_state import Settings
+from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import StateInvalid
 from jobstate.store.config import config_from_text
 from jobstate.store.records import read_acknowledgements, read_episode
 from jobstate.store.snapshot import FLAT, TWICE, Revision, locate
+from jobstate.store.yamlio import loads
 
 _CHUNK = 2000  # files per git cat-file batch; progress is shown between batches
 
@@ -68,6 +73,7 @@ class StateView:
     settings: Settings | None = None  # what the lifecycle model compares of jobstate.yaml
     config_text: bytes = b""  # jobstate.yaml as it is: any change to it is shown
     acknowledgements: list[Acknowledgement] = field(default_factory=list)  # budget overruns people accepted
+    tombstones: dict[str, Tombstone] = field(default_factory=dict)  # the readable ones, by retired episode
 
 
 def _settings(snap: Revision, view: StateView) -> None:
@@ -97,6 +103,17 @@ def _settings(snap: Revision, view: StateView) -> None:
     )
 
 
+def _tombstones(snap: Revision, paths: list[str], view: StateView) -> None:
+    snap.prefetch(paths)
+    for path in paths:
+        name = describes_episode(path)
+        assert name is not None
+        try:
+            view.tombstones[name] = tombstone_from_yaml_dict(loads(snap.read(path), path), path, name)
+        except StateInvalid as exc:
+            view.unreadable.append(str(exc))
+
+
 def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[str] | None = None) -> StateView:
     """Every episode at ``rev`` (or those named in ``only``), from Git objects. This is a read-only operation."""
     snap = Revision(locate(path), rev)
@@ -113,11 +130,12 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
                     p for n in only for p in (episode_dir(n), history_path(n), f"{STATE}/{n}", f"{HISTORY}/{n}.yaml")
                 )
             )
-            files = snap.files(wanted_paths) if wanted_paths else {}
+            files = snap.files((*wanted_paths, RETIRED))  # every tombstone: a touched episode may hold its key
         view.unreadable += [f"{p}: {text}" for p, mode in snap.odd if (text := mode_problem(mode))]
         view.unreadable += [f"{p}: {text}" for p, text in snap.attribute_problems(files)]
         view.unreadable += [f"{p}: {TWICE}" for p in snap.twice]
         view.unreadable += [f"{STATE}: {FLAT}"] if snap.flat_episodes() else []
+        _tombstones(snap, [p for p in sorted(files) if is_retired_path(p)], view)
         by_name: dict[str, list[str]] = {}  # episode -> the record files it has here
         for p, entry in sorted(files.items()):
             described = episode_of(p)

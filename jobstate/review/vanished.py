@@ -10,9 +10,9 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.core.layout import PRIVATE, RETIRED, describes_episode, episode_dir, is_retired_path
+from jobstate.core.layout import PRIVATE, describes_episode, episode_dir
 from jobstate.core.records import episode_from_yaml_dict
-from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict, vanished, vanished_text
+from jobstate.core.tombstones import vanished, vanished_text
 from jobstate.errors import StateInvalid, UsageError
 from jobstate.git.head import tracked_in_work_tree
 from jobstate.review.problem import Problem
@@ -133,23 +133,6 @@ def catalog_knowledge(cwd: Path) -> tuple[str, dict[str, str | None]] | None:
     if not head or git_read(cwd, "cat-file", "-e", f"{head}^{{commit}}", check=False).returncode != 0:
         return None
     return head, {s.episode_id: s.allocation_key or None for s in seen}
-
-
-def tombstones_at(cwd: Path, rev: str) -> dict[str, Tombstone]:
-    """The readable tombstones of ``rev`` (verify reports unreadable ones). Read-only."""
-    proc = git_read(cwd, "ls-tree", "-r", "-z", "--name-only", "--full-tree", rev, "--", RETIRED, check=False)
-    paths = [p.decode("utf-8", "surrogateescape") for p in proc.stdout.split(b"\0") if p]
-    paths = [p for p in paths if is_retired_path(p)]
-    datas = files_at(cwd, [f"{rev}:{p}" for p in paths])
-    out = {}
-    for path in paths:
-        name = describes_episode(path)
-        assert name is not None
-        try:
-            out[name] = tombstone_from_yaml_dict(loads(datas.get(f"{rev}:{path}", b""), path), path, name)
-        except (StateInvalid, UsageError):
-            continue
-    return out
 
 
 def keys_at(cwd: Path, commit: str) -> dict[str, str | None]:
