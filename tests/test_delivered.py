@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobstate import errors
-from jobstate.core.layout import episode_dir
+from jobstate.core.layout import episode_dir, history_path
 
 from .conftest import git, run_cli
 from .merges import counting_step, runs
@@ -88,6 +88,57 @@ def test_a_merged_ledger_rewrite_is_refused_before_a_decision(repo: Path, tmp_pa
     assert proc.returncode == 7, proc.stderr
     assert "cost entry rewritten" in proc.stderr
     assert not (repo / episode_dir(EID) / "approval.yaml").exists()
+
+
+def test_a_merged_removal_of_a_history_file_reopens_nothing(repo: Path, tmp_path: Path) -> None:
+    """The history file is the episode's too: removed by a merged pull request, the completed episode
+    would take a new decision and a new paid step (paid twice) were it not checked."""
+    _paid(repo, tmp_path)
+    assert run_cli("approve", "--episode", EID, "--by", "editor", cwd=repo).returncode == 0
+    assert run_cli("complete", "--episode", EID, cwd=repo).returncode == 0
+    git(repo, "switch", "-q", "-c", "reopen")
+    git(repo, "rm", "-q", history_path(EID))
+    git(repo, "commit", "-qm", "reopen it")
+    git(repo, "switch", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "reopen", "-m", "Merge pull request #9")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    proc = run_cli("approve", "--episode", EID, "--by", "editor", "--reject", "--reason", "redo", cwd=repo)
+    assert proc.returncode == 7, proc.stderr
+    assert f"was changed by commit {head[:12]}" in proc.stderr
+    assert run_cli("run", "--episode", EID, "--step", "rework", "--", *counting_step(tmp_path), cwd=repo).returncode
+    assert runs(tmp_path) == 1
+    assert git(repo, "rev-parse", "HEAD").strip() == head
+    assert git(repo, "status", "--porcelain") == ""
+
+
+@pytest.mark.parametrize("how", ["copied", "renamed"])
+def test_an_episode_copied_or_renamed_by_hand_is_never_paid_again(repo: Path, tmp_path: Path, how: str) -> None:
+    """The same run under a second ID: review flags the key, and this clone, which saw the key's first ID,
+    neither answers the key with the new ID nor pays for the step again."""
+    _paid(repo, tmp_path)
+    new = "2026-W30-5"
+    git(repo, "switch", "-q", "-c", how)
+    shutil.copytree(repo / episode_dir(EID), repo / episode_dir(new))
+    if how == "renamed":
+        git(repo, "rm", "-rq", episode_dir(EID))
+    episode = repo / episode_dir(new) / "episode.yaml"
+    episode.write_text(episode.read_text().replace(EID, new).replace("sequence: 0", "sequence: 5"))
+    for name in ("submissions.yaml", "costs.yaml", "artifacts.yaml"):
+        (repo / episode_dir(new) / name).unlink(missing_ok=True)  # a fresh start for the same run
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", f"{how} by hand")
+    git(repo, "switch", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", how, "-m", "Merge pull request #10")
+    head = git(repo, "rev-parse", "HEAD").strip()
+    allocated = run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo)
+    assert (allocated.returncode, allocated.stdout) == (errors.ALLOCATION_CONFLICT, ""), allocated.stderr
+    assert "allocation key 'weekly' belongs to several episodes: 2026-W30-0, 2026-W30-5" in allocated.stderr
+    proc = run_cli("run", "--episode", new, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
+    assert proc.returncode == errors.STATE_INVALID, proc.stderr
+    assert f"which this branch gave {EID} first" in proc.stderr
+    assert runs(tmp_path) == 1
+    assert git(repo, "rev-parse", "HEAD").strip() == head
+    assert git(repo, "status", "--porcelain") == ""
 
 
 def test_what_commands_and_people_do_legitimately_passes(repo: Path, tmp_path: Path) -> None:

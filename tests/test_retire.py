@@ -27,6 +27,7 @@ from jobstate.store.store import Store
 
 from .conftest import committed_files, git, run_cli, status
 from .fakegit import fake_git, run_killed
+from .merges import counting_step, runs
 from .snapshots import tree_state
 
 W32 = "2026-W32"
@@ -74,6 +75,46 @@ def test_a_retired_id_and_key_are_never_handed_out_again(repo: Path, cold: bool)
     assert (code, out) == (ALLOCATION_CONFLICT, "")
     assert "2026-W32-1, retired (history/retired/2026/2026-W32/2026-W32-1.yaml)" in err
     assert _alloc(repo, "k1")[1] == "2026-W32-0"  # the others are untouched
+
+
+def _merged(repo: Path, *commands: tuple[str, ...]) -> None:
+    """A pull request made of ``commands`` (git's), merged as people merge them."""
+    git(repo, "switch", "-q", "-c", "hand")
+    for argv in commands:
+        git(repo, *argv)
+    git(repo, "commit", "-qam", "by hand")
+    git(repo, "switch", "-q", "-")
+    git(repo, "merge", "-q", "--no-ff", "hand", "-m", "Merge pull request #3")
+
+
+@pytest.mark.parametrize("how", ["un-retired", "key given to another episode"])
+def test_a_merge_that_brings_a_retired_key_back_is_refused_by_allocate_and_run(
+    repo: Path, tmp_path: Path, how: str
+) -> None:
+    _alloc(repo, "k1")
+    _alloc(repo, "k2")
+    _retire(repo, "2026-W32-1")
+    stone = retired_path("2026-W32-1")
+    if how == "un-retired":
+        _merged(repo, ("rm", "-q", stone), ("checkout", "HEAD~1", "--", episode_dir("2026-W32-1")))
+        holder = "2026-W32-1"
+    else:
+        episode = repo / episode_dir("2026-W32-0") / "episode.yaml"
+        episode.write_text(episode.read_text().replace("allocation_key: k1", "allocation_key: k2"))
+        _merged(repo)
+        holder = "2026-W32-0"
+    head = git(repo, "rev-parse", "HEAD")
+    code, out, err = _alloc(repo, "k2")
+    assert (code, out) == (ALLOCATION_CONFLICT, "")
+    assert "allocation key 'k2' belongs to retired episode 2026-W32-1" in err
+    assert f"(2026-W32-1, retired ({stone}))" in err
+    if how == "un-retired":  # nor is the episode paid for again, named explicitly
+        proc = run_cli("run", "--episode", holder, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
+        assert proc.returncode == STATE_INVALID, proc.stderr
+        assert proc.stderr.startswith(f"jobstate: error: episode 2026-W32-1 was retired ({stone}) and is in state/")
+        assert runs(tmp_path) == 0
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert status(repo) == ""
 
 
 def test_a_second_retirement_records_nothing(repo: Path) -> None:

@@ -64,6 +64,19 @@ def _decide(
         episode_path(o.episode_id): store.path(episode_path(o.episode_id)).read_bytes() for o in orphans
     }
     note = _recover_message(orphans)
+    stone = cat.retired_key(key)
+    if matches and stone is not None:
+        # an episode holds a key a tombstone keeps: un-retired, or given the key, by hand (a merge)
+        problem = key_owner_problem(key, list(matches), stone.episode_id)
+        raise AllocationConflict(f"{problem} ({stone.episode_id}, retired ({stone.path})): use a new key")
+    first = cat.first_id_of_key(key) if matches else None
+    if first is not None and first not in matches:
+        # the key's episode is under another ID now (a copy, a rename by hand): which one ran is not ours to guess
+        problem = key_owner_problem(key, sorted({first, *matches}), None)
+        raise AllocationConflict(
+            f"{problem}, as this branch's history has them ({first} first); jobstate will not guess which to "
+            "reuse: run jobstate verify and restore the episode under its first ID"
+        )
     if matches:
         ((episode_id, period_id),) = matches.items()
         if period_id != period.id and not keep_period:

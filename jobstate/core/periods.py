@@ -129,6 +129,15 @@ def format_episode_id(period: Period, sequence: int) -> str:
     return f"{period.id}-{sequence}"
 
 
+def is_episode_id(text: object) -> bool:
+    """Whether ``text`` is a canonical episode ID (not a legacy week-only name)."""
+    try:
+        parse_episode_id(text)
+    except UsageError:
+        return False
+    return True
+
+
 def parse_episode_id(text: object) -> tuple[Period, int]:
     """Split a canonical episode ID into its period and sequence, or raise UsageError."""
     if not isinstance(text, str) or len(text) > MAX_ID_LENGTH or not text.isascii():

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from jobstate.core.layout import episode_dir, episode_path, history_path
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode
-from jobstate.errors import EpisodeCompleted, EpisodeUnknown, UsageError
+from jobstate.errors import EpisodeCompleted, EpisodeUnknown, StateInvalid, UsageError
 from jobstate.git.headcheck import committed_files
 from jobstate.store.delivered import require_delivered
 from jobstate.store.fence import require_as_committed
@@ -54,6 +54,20 @@ def guard(
             f"episode {episode_id} is completed; nothing more can be paid for it or decided", episode_id
         )
     episode = store.episode(episode_id)
+    stone = store.retired_here(episode_id)
+    if stone is not None:
+        raise StateInvalid(
+            f"episode {episode_id} was retired ({stone}) and is in state/ again: a retirement is for ever, and "
+            f"no jobstate command undoes one; nothing was run. See it with: jobstate verify; restore {stone} "
+            "and remove the episode directory (git revert the commit that brought it back)"
+        )
+    first = store.first_id_here(episode.allocation_key)
+    if first not in (None, episode_id):
+        raise StateInvalid(
+            f"episode {episode_id} holds allocation key {episode.allocation_key!r}, which this branch gave "
+            f"{first} first: an episode copied or renamed by hand is the same run, paid already; nothing was "
+            "run. See it with: jobstate verify; restore the episode under its first ID"
+        )
     # what Git delivered since this clone last looked, before anything is paid; a first look is remembered
     # only under the lock, once the fence passed (a refusal before it writes nothing)
     require_delivered(store, episode_id, first_use=clean)

@@ -7,7 +7,7 @@ the commit it knows. Deleting it is always safe.
 
 Beside the rows of HEAD it keeps what the branch's history ever had (``ever``:
 every episode ID with its key, never forgotten) and the tombstones of retired
-episodes, so that an ID or key is never handed out twice; a rebuild derives the
+episodes (never forgotten either), so that an ID or key is never handed out twice; a rebuild derives the
 same from ``git log`` (jobstate.store.history).
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from jobstate.core.layout import RETIRED, STATE
+from jobstate.core.periods import is_episode_id
 from jobstate.errors import StateInvalid
 
 VERSION = "4"  # 3: paths of the state/<year>/<period>/<id> layout; 4: every key an ID ever had
@@ -174,6 +175,12 @@ class Catalog:
         cur = self.conn.execute("SELECT * FROM ever WHERE allocation_key=? ORDER BY episode_id", (key,))
         return [Seen(*r) for r in cur.fetchall()]
 
+    def first_id_of_key(self, key: str) -> str | None:
+        """The first episode ID (of today's form) the key had on this branch, or None: a later one is a copy
+        or rename by hand of the same run."""
+        rows = self.conn.execute("SELECT episode_id FROM ever WHERE allocation_key=? ORDER BY rowid", (key,))
+        return next((r[0] for r in rows if is_episode_id(r[0])), None)
+
     def ever_by_id(self, episode_id: str) -> Seen | None:
         """The episode ``episode_id`` as the branch's history had it, or None."""
         # the first key the branch gave it (two branches may have given one ID two keys: each stays refused)
@@ -196,8 +203,13 @@ class Catalog:
             return None
 
     def retirement(self, episode_id: str) -> Row | None:
-        """The committed tombstone of a retired episode, or None."""
+        """The tombstone of a retired episode this branch ever committed, or None."""
         row = self.conn.execute("SELECT * FROM retired WHERE episode_id=?", (episode_id,)).fetchone()
+        return None if row is None else Row(*row)
+
+    def retired_key(self, key: str) -> Row | None:
+        """The tombstone this branch ever committed that keeps ``key``, or None."""
+        row = self.conn.execute("SELECT * FROM retired WHERE allocation_key=?", (key,)).fetchone()
         return None if row is None else Row(*row)
 
     def remember(self, rows: list[Row], seen_in: str) -> None:
@@ -235,11 +247,11 @@ class Catalog:
         """Apply one change in a single transaction and record the commit it reflects."""
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
+            # a tombstone, once committed, is never forgotten either: one a merge removed (an episode
+            # un-retired by hand) keeps its ID and key retired here
             if replace_all:
                 self.conn.execute("DELETE FROM rows")
-                self.conn.execute("DELETE FROM retired")
-            for table in ("rows", "retired"):
-                self.conn.executemany(f"DELETE FROM {table} WHERE path=?", [(p,) for p in remove])  # noqa: S608
+            self.conn.executemany("DELETE FROM rows WHERE path=?", [(p,) for p in remove])
             for r in add:
                 table = "retired" if r.path.startswith(f"{RETIRED}/") else "rows"
                 self.conn.execute(f"INSERT OR REPLACE INTO {table} VALUES(?,?,?,?,?,?)", r)

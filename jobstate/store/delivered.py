@@ -18,7 +18,7 @@ from __future__ import annotations
 import shlex
 
 from jobstate.core.episode_records import EpisodeRecords
-from jobstate.core.layout import episode_dir
+from jobstate.core.layout import episode_dir, history_path
 from jobstate.core.model import Violation, episode_change
 from jobstate.errors import GitError, StateInvalid
 from jobstate.git.listing import files_under
@@ -75,13 +75,14 @@ def _refused_change(store: Store, episode_id: str, mark: str, head: str) -> tupl
     change against the first parent); the net change when the line cannot be walked (the mark is no ancestor,
     or the range is longer than review checks one by one)."""
     directory = episode_dir(episode_id)
+    paths = (directory, history_path(episode_id))  # a history file removed reopens a completed episode
     try:
-        if files_under(store.git, mark, directory) == files_under(store.git, head, directory):
+        if all(files_under(store.git, mark, p) == files_under(store.git, head, p) for p in paths):
             return None  # every byte as checked (a hand edit reverted): nothing delivered to act on
     except GitError:
         pass  # the marked commit is gone: judged below as far as it can be
     proc = store.git.run(
-        "rev-list", "--first-parent", "--parents", "--reverse", f"{mark}..{head}", "--", directory, check=False
+        "rev-list", "--first-parent", "--parents", "--reverse", f"{mark}..{head}", "--", *paths, check=False
     )
     lines = proc.stdout.decode("ascii", "replace").splitlines() if proc.returncode == 0 else []
     steps = [(parts[1], parts[0]) for line in lines if len(parts := line.split()) > 1]
@@ -95,10 +96,12 @@ def _refused_change(store: Store, episode_id: str, mark: str, head: str) -> tupl
             continue
         try:
             after = read_episode(_Commit(store.git, commit), episode_id)
-            # the bytes of the episode's files too: an approved artifact swapped for a Git LFS pointer
-            # changes no record (the model's rule of final artifacts reads the blobs)
-            before.blobs = files_under(store.git, parent, directory)
-            after.blobs = files_under(store.git, commit, directory)
+            # the bytes of the episode's files and its history file too: an approved artifact swapped for a Git
+            # LFS pointer changes no record, a removed history file reopens a completed episode (the model's
+            # rules of final artifacts and of completed episodes read the blobs)
+            before.blobs, after.blobs = (
+                {k: v for p in paths for k, v in files_under(store.git, c, p).items()} for c in (parent, commit)
+            )
         except GitError as exc:  # a record a commit holds as a symlink, a submodule or an oversized blob
             raise StateInvalid(f"{directory}: {exc}") from None
         refused = episode_change(before, after)

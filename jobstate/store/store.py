@@ -208,6 +208,18 @@ class Store:
             return None
         return cat
 
+    def retired_here(self, episode_id: str) -> str | None:
+        """The tombstone path of ``episode_id`` if this clone ever saw it retired (the catalog never forgets
+        one, whatever HEAD holds now), else None. Read-only."""
+        cat = self._read_only_catalog()
+        row = None if cat is None else cat.retirement(episode_id)
+        return None if row is None else row.path
+
+    def first_id_here(self, key: str) -> str | None:
+        """The first episode ID ``key`` had on this branch as this clone saw it, or None. Read-only."""
+        cat = self._read_only_catalog()
+        return None if cat is None else cat.first_id_of_key(key)
+
     def open_catalog(self) -> Catalog:
         """The writable catalog connection, as it is (the transaction brings it up to date under the lock)."""
         if self._catalog is None:
