@@ -24,6 +24,7 @@ from jobstate.core.model import (
     steps_change,
 )
 from jobstate.core.records import AttemptState as S
+from jobstate.core.records import Episode
 from jobstate.core.rules_state import Settings, settings_change
 
 EID = "2026-W32-0"
@@ -65,6 +66,7 @@ class Rec:
     artifacts: dict[str, Artifact] = field(default_factory=dict)
     blobs: dict[str, str] = field(default_factory=dict)
     completed_at: str | None = None
+    episode: Episode | None = None
 
 
 def test_the_transitions_are_exactly_these() -> None:

@@ -206,9 +206,13 @@ def test_diff_of_hostile_state_is_inert_in_every_format(hostile: Path, capsys: p
             _assert_inert_text(out)
             assert not any(line.startswith("No changes") for line in out.splitlines())  # nothing drawn over alarms
         elif fmt == "markdown":
-            _assert_inert_markdown(out, loud=0)
+            # one loud section: the files no record names (hostile names), flagged as verify flags them
+            _assert_inert_markdown(out, loud=1)
             assert escape.markdown(HOSTILE["entity"]) in out
         else:
+            alarms = json.loads(out)["alarms"]
+            assert {a["kind"] for a in alarms} == {"record refused"}
+            assert all(a["message"].endswith(": file is not a jobstate record nor a recorded artifact") for a in alarms)
             decisions = json.loads(out)["decisions"]
             reasons = {v for v in HOSTILE.values() if _accepts(validate_reason, v)}
             assert {d["reason"] for d in decisions} >= reasons  # JSON keeps them exactly
@@ -251,6 +255,8 @@ def test_verify_of_hostile_state_is_inert_in_every_format(hostile: Path, capsys:
     lines = out.splitlines()
     assert all(re.match(r"::(warning|error|notice) ", line) for line in lines), out
     assert not any("\r" in line for line in lines)
+    for line in lines:  # not the ESC of a colour, a bidi override or a zero-width space, in file= or the text
+        assert all(unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") for ch in line), line
     code, out, _err = _run("verify", "--repo", str(hostile), "--rev", "HEAD", "--format", "json", capsys=capsys)
     paths = {p["path"] for p in json.loads(out)["problems"]}
     assert any(p.endswith("/x-" + HOSTILE["lf"]) for p in paths)

@@ -21,7 +21,7 @@ from jobstate.store.store import Store
 
 from .conftest import FIXED, git, run_cli, stable_cmd
 from .review_history import Interrupted, stepping_clock
-from .test_model import E34, _alarms, _build, _replace
+from .test_model import E34, _alarms, _append, _build, _replace
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +57,71 @@ def test_a_hand_rewritten_cost_is_the_alarm_only_never_also_an_added_cost(pipeli
     assert found["cost_totals"] == {}
     assert "Cost entries added" not in run_cli("diff", "base", cwd=pipeline).stdout
     assert "cost entry rewritten" in _verify_against(pipeline, "base")
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        ("a field added", "note"),
+        ("an extra field changed", "generator"),
+        ("a field removed, read as before", "content"),
+    ],
+)
+def test_any_change_to_a_committed_episode_yaml_is_a_rewrite_for_diff_verify_and_the_writers(
+    pipeline: Path, edit: str, field: str
+) -> None:
+    episode = pipeline / E34 / "episode.yaml"
+    text = episode.read_text()
+    if field == "note":
+        text += 'note: "by hand"\n'
+    elif field == "generator":
+        text = text.rstrip("\n") + "\ngenerator: v1\n"
+        episode.write_text(text)
+        git(pipeline, "commit", "-qam", "the extra field, by hand")
+        git(pipeline, "tag", "-f", "base")
+        text = text.replace("generator: v1", "generator: v2")
+    else:  # the reader derives week_id: only the bytes differ
+        assert "week_id: 2026-W34\n" in text
+        text = text.replace("week_id: 2026-W34\n", "")
+    episode.write_text(text)
+    git(pipeline, "commit", "-qam", edit)
+    assert [(a["kind"], a["episode"]) for a in _alarms(pipeline)] == [("episode rewritten", "2026-W34-0")]
+    assert f"episode rewritten: {E34}/episode.yaml {field}:" in _verify_against(pipeline, "base")
+    proc = run_cli("complete", "--episode", "2026-W34-0", cwd=pipeline)
+    assert proc.returncode == 7, proc.stderr
+    assert "episode rewritten" in proc.stderr
+
+
+def test_a_probe_command_a_pull_request_sets_is_shown_and_an_alarm_in_diff_and_verify(pipeline: Path) -> None:
+    """The probe is a command jobstate runs where the vendor's credentials are: never changed unseen."""
+    _append(pipeline / "jobstate.yaml", "steps:\n  generate: {probe: ./probe-vendor --by-key, probe_timeout: 30}\n")
+    git(pipeline, "commit", "-qam", "a probe")
+    found = json.loads(run_cli("diff", "base", "--format", "json", cwd=pipeline).stdout)
+    assert {"setting": "steps.generate.probe", "old": None, "new": "./probe-vendor --by-key"} in found["settings"]
+    assert [(a["kind"], a["episode"]) for a in found["alarms"]] == [("probe command changed", "-")]
+    assert "steps.generate.probe" in run_cli("diff", "base", cwd=pipeline).stdout
+    assert "probe command changed: jobstate.yaml steps.generate.probe: (none) -> './probe-vendor --by-key'" in (
+        _verify_against(pipeline, "base")
+    )
+
+
+@pytest.mark.parametrize(
+    ("rel", "rule"),
+    [
+        ("state/2026/2026-W34/junk/f", "state/ holds only episode directories"),
+        (f"{E34}/notes.txt", "file is not a jobstate record nor a recorded artifact"),
+        ("history/notes/f.yaml", "history/ holds only <year>/<period>/<episode_id>.yaml files and retired/"),
+    ],
+)
+def test_a_file_jobstate_never_writes_is_flagged_by_diff_as_by_verify(pipeline: Path, rel: str, rule: str) -> None:
+    (pipeline / rel).parent.mkdir(parents=True, exist_ok=True)
+    (pipeline / rel).write_text("x\n")
+    git(pipeline, "add", rel)
+    git(pipeline, "commit", "-qm", "a file by hand")
+    alarms = _alarms(pipeline)
+    assert [a["kind"] for a in alarms] == ["record refused"]
+    assert alarms[0]["message"].startswith(f"{rel}: {rule}")
+    assert f"{rel}: " in _verify_against(pipeline, "base")
 
 
 def test_diff_compares_a_new_history_files_artifacts_with_the_records(pipeline: Path) -> None:

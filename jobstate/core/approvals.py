@@ -96,3 +96,8 @@ def approvals_from_yaml_dict(data: Any, source: str) -> list[Decision]:
 def approvals_to_yaml_dict(decisions: Sequence[Decision], read: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The whole file for ``decisions``; other top-level fields of the file as ``read`` are kept."""
     return {"schema": SCHEMA, **(read or {}), "decisions": [d.to_yaml_dict() for d in decisions]}
+
+
+def approved(decisions: Sequence[Decision]) -> bool:
+    """Whether the latest review decision approves."""
+    return bool(decisions) and decisions[-1].status == "approved"

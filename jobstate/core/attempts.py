@@ -177,3 +177,9 @@ def submissions_from_yaml_dict(data: Any, source: str, problems: list[str] | Non
 def submissions_to_yaml_dict(steps: Mapping[str, list[Attempt]]) -> dict[str, Any]:
     """The whole file for ``steps``."""
     return {"schema": SCHEMA, "steps": {name: [a.to_yaml_dict() for a in attempts] for name, attempts in steps.items()}}
+
+
+def open_steps_of(steps: Steps) -> list[str]:
+    """The steps that are open: the last attempt is an intent (unknown) or accepted (at the vendor).
+    The one definition every command that needs no step open (approve, complete, retire) asks."""
+    return sorted(s for s, attempts in steps.items() if attempts and attempts[-1].state in OPEN)

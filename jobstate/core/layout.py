@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 
 from jobstate.errors import StateInvalid
 
@@ -195,6 +196,38 @@ def episode_of(path: str) -> tuple[str, str] | None:
         eid = _placed(parts[1], parts[2], parts[3][:-5])
         return None if eid is None else (eid, HISTORY)
     return None
+
+
+def misplaced(path: str) -> str | None:
+    """Why a file of state/ or history/ is no file jobstate writes there (verify's error, diff's alarm),
+    or None: an episode's or history file, a tombstone, the budget's acknowledgements, a .gitkeep."""
+    parts = canonical(path).split("/")
+    if (
+        episode_of(path) is not None
+        or is_retired_path(path)
+        or path == BUDGET_ACKNOWLEDGED
+        or parts[1:2] == [".gitkeep"]
+    ):
+        return None
+    if parts[0] == STATE:
+        return "state/ holds only episode directories"
+    if parts[0] == HISTORY:
+        retired = "" if len(parts) == 2 else " and retired/<year>/<period>/<episode_id>.yaml"
+        return f"history/ holds only <year>/<period>/<episode_id>.yaml files{retired}"
+    return None
+
+
+UNRECORDED = "file is not a jobstate record nor a recorded artifact"
+
+
+def unrecorded(name: str, paths: Iterable[str], artifacts: Iterable[str]) -> list[str]:
+    """The files of episode ``name``'s directory among ``paths`` that are neither one of its records nor an
+    artifact its records name (verify's warning, diff's alarm)."""
+    base = episode_dir(name)
+    named = {f"{base}/{rel}" for rel in artifacts}
+    return sorted(
+        p for p in paths if p.startswith(f"{base}/") and p[len(base) + 1 :] not in RECORD_FILES and p not in named
+    )
 
 
 def describes_episode(path: str) -> str | None:

@@ -6,7 +6,7 @@ call it on every change between two revisions, commit by commit, so what no jobs
 would write is exactly what review flags.
 
 The rules:
-- episode.yaml: the key and allocation time never change (period and sequence are the ID).
+- episode.yaml: written once, by allocate: no field and no byte of it changes (period and sequence are the ID).
 - submissions.yaml: attempts are appended, never removed; a field once written keeps its value;
   ``state`` moves only along ``TRANSITIONS``, each move with the decision it needs.
 - costs.yaml and approval.yaml: append-only ledgers.
@@ -21,13 +21,13 @@ The rules:
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from jobstate.core.approvals import Decision
+from jobstate.core.approvals import Decision, approved
 from jobstate.core.artifacts import Artifact, artifact_map
-from jobstate.core.attempts import CLOSED, OPEN, Attempt, Steps
+from jobstate.core.attempts import CLOSED, Attempt, Steps, open_steps_of
 from jobstate.core.costs import CostEntry, totals
 from jobstate.core.layout import (
     APPROVAL,
@@ -38,7 +38,7 @@ from jobstate.core.layout import (
     history_path,
     record_path,
 )
-from jobstate.core.records import AttemptState
+from jobstate.core.records import AttemptState, Episode
 
 E = TypeVar("E")
 
@@ -97,6 +97,7 @@ class Records(Completed, Protocol):
 
     allocated_at: str | None
     blobs: dict[str, str]  # every file of the episode -> its Git blob ID
+    episode: Episode | None  # episode.yaml, strictly read (None for a legacy or unreadable one)
 
     @property
     def completed_at(self) -> str | None: ...
@@ -105,16 +106,23 @@ class Records(Completed, Protocol):
 def episode_change(old: Records, new: Records) -> list[Violation]:
     """Every rule the change of one episode from ``old`` to ``new`` breaks."""
     eid = new.episode_id
-    out: list[Violation] = []
-    for name in ("allocation_key", "allocated_at"):
-        before, after = getattr(old, name), getattr(new, name)
-        if before is not None and before != after:
-            kind = "key moved" if name == "allocation_key" else "episode rewritten"
-            out.append(
-                Violation(
-                    kind, eid, record_path(eid, EPISODE_FILE), name, before, after, "never changes once allocated"
-                )
-            )
+    full = old.episode is not None and new.episode is not None
+    before, after = _allocation(old, full), _allocation(new, full)
+    # a record that lacks a field may gain it (a legacy one, a new one); a read episode.yaml gains nothing
+    changed = [k for k in dict.fromkeys([*before, *after]) if before.get(k) != after.get(k) and (full or k in before)]
+    out = [
+        Violation(
+            "key moved" if name == "allocation_key" else "episode rewritten",
+            eid,
+            record_path(eid, EPISODE_FILE),
+            name,
+            before.get(name),
+            after.get(name),
+            "never changes once allocated",
+        )
+        for name in changed
+        if name != "content" or changed == ["content"]  # the bytes alone: a field differs says more
+    ]
     out += steps_change(eid, old.steps, new.steps)
     known = attempts_violations(eid, old.steps)
     out += [v for v in attempts_violations(eid, new.steps) if v not in known]
@@ -176,6 +184,16 @@ def episode_change(old: Records, new: Records) -> list[Violation]:
     if old.history is None and new.history is not None:
         out += completion_problems(new)
     return out
+
+
+def _allocation(records: Records, full: bool) -> dict[str, Any]:
+    """What the model compares of episode.yaml: the key and time (a legacy one's too), and with ``full`` (both
+    sides read) every field and its bytes: the file is written once, by allocate."""
+    found = {"allocation_key": records.allocation_key, "allocated_at": records.allocated_at}
+    if full and records.episode is not None:
+        found["content"] = _files(records.episode_id, records.blobs).get(EPISODE_FILE)
+        found.update(records.episode.to_yaml_dict())  # a field of that name says more than the bytes
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _files(eid: str, blobs: Mapping[str, str]) -> dict[str, str]:
@@ -246,11 +264,6 @@ def _artifact_value(artifact: Artifact | None) -> tuple[str, int | None] | None:
 
 def _artifact_values(artifacts: Mapping[str, Artifact]) -> dict[str, tuple[str, int | None] | None]:
     return {path: _artifact_value(a) for path, a in artifacts.items()}
-
-
-def approved(decisions: Sequence[Decision]) -> bool:
-    """Whether the latest review decision approves."""
-    return bool(decisions) and decisions[-1].status == "approved"
 
 
 def steps_change(eid: str, old: Steps, new: Steps) -> list[Violation]:
@@ -478,12 +491,6 @@ def history_artifact_problems(
             "must list the artifacts the records hold",
         )
     ]
-
-
-def open_steps_of(steps: Steps) -> list[str]:
-    """The steps that are open: the last attempt is an intent (unknown) or accepted (at the vendor).
-    The one definition every command that needs no step open (approve, complete, retire) asks."""
-    return sorted(s for s, attempts in steps.items() if attempts and attempts[-1].state in OPEN)
 
 
 def _decimal(value: Any) -> Decimal | None:

@@ -13,9 +13,9 @@ import shlex
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from jobstate.core.approvals import Decision
-from jobstate.core.attempts import Attempt, Steps, attempt_from_yaml_dict
-from jobstate.core.model import approved, attempt_change, open_steps_of
+from jobstate.core.approvals import Decision, approved
+from jobstate.core.attempts import Attempt, Steps, attempt_from_yaml_dict, open_steps_of
+from jobstate.core.model import attempt_change
 from jobstate.core.records import AttemptState
 from jobstate.core.status import step_status
 from jobstate.errors import (
@@ -93,7 +93,8 @@ def may_start_attempt(episode_id: str, step: str, last: Attempt | None, decision
     approved (its artifacts are final: ``core.model`` keeps them so)."""
     if last is not None and last.state == AttemptState.COMPLETED:
         raise StepAlreadyCompleted(
-            f"step {step} of {episode_id} already completed (remote task {last.remote_ref}); nothing run"
+            f"step {step} of {episode_id} already completed "
+            f"({f'remote task {last.remote_ref}' if last.remote_ref else 'no remote task'}); nothing run"
         )
     if last is not None and last.state == AttemptState.INTENT:
         raise SubmissionUnknown(

@@ -211,6 +211,7 @@ class Settings(NamedTuple):
     budget_per: str | None
     limits: Mapping[str, str]
     budget_since: str | None = None  # the first budget period review judges
+    probes: Mapping[str, str] = {}  # each step's probe command, shell-quoted
 
 
 def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Violation]:
@@ -228,6 +229,20 @@ def settings_change(old: Settings, new: Settings, *, episodes: bool) -> list[Vio
         alarm("budget.per", old.budget_per, new.budget_per, "the budget period never changes")
     if old.budget_per is not None and old.budget_per == new.budget_per and _later(new.budget_since, old.budget_since):
         alarm("budget.since", old.budget_since, new.budget_since, "a budget's first judged period never moves later")
+    for step in sorted(set(old.probes) | set(new.probes)):
+        if old.probes.get(step) != new.probes.get(step) and new.probes.get(step) is not None:
+            # a command jobstate runs, where the vendor's credentials are: what a pull request puts there runs
+            out.append(
+                Violation(
+                    "probe command changed",
+                    "-",
+                    "jobstate.yaml",
+                    f"steps.{step}.probe",
+                    old.probes.get(step),
+                    new.probes.get(step),
+                    "a command jobstate runs is never changed without an alarm: read it before merging",
+                )
+            )
     for currency, cap in sorted(old.limits.items()):
         now = new.limits.get(currency)
         if new.budget_per is not None and (now is None or Decimal(now) > Decimal(cap)):

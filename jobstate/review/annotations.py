@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from jobstate.review.escape import text
 from jobstate.review.problem import Problem
 from jobstate.review.verify_report import Report
 from jobstate.store.snapshot import Revision, Snapshot, WorkTree, locate
@@ -25,8 +26,10 @@ _KEYS: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
 ]
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+def _escape_data(value: str) -> str:
+    # GitHub's own encoding first (a line break stays one, in the message); then every other control or bidi
+    # character from state reaches the log as its escape (escape.text): shown, never obeyed
+    return text(value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(text: str) -> str:

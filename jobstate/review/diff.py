@@ -124,7 +124,7 @@ def _attempt_events(old: Attempt | None, new: Attempt) -> list[str]:
     if resolution is not None and (old is None or not old.resolution):
         events.append(_resolution_event(resolution))
     if state in (AttemptState.ACCEPTED, AttemptState.COMPLETED) and before in (None, AttemptState.INTENT):
-        events.append(f"accepted as {new.remote_ref}")
+        events.append(f"accepted as {new.remote_ref}" if new.remote_ref else "accepted (no remote task)")
     if state == AttemptState.COMPLETED and before != AttemptState.COMPLETED:
         events.append("completed")
     if state == AttemptState.NOT_SUBMITTED and before != AttemptState.NOT_SUBMITTED and resolution is None:
@@ -229,6 +229,9 @@ def _settings_rows(base: StateView, new: StateView) -> list[dict[str, Any]]:
     for name in ("period", "budget_per", "budget_since"):
         if getattr(old, name) != getattr(cur, name):
             rows.append({"setting": name.replace("_", "."), "old": getattr(old, name), "new": getattr(cur, name)})
+    for step in sorted(set(old.probes) | set(cur.probes)):
+        if old.probes.get(step) != cur.probes.get(step):
+            rows.append({"setting": f"steps.{step}.probe", "old": old.probes.get(step), "new": cur.probes.get(step)})
     for currency in sorted(set(old.limits) | set(cur.limits)):
         if old.limits.get(currency) != cur.limits.get(currency):
             rows.append(
@@ -268,6 +271,7 @@ ALARM_ORDER = [
     "decision signer mismatch",
     "submission rewritten",
     "settings loosened",
+    "probe command changed",
     "migration drift",
 ]
 

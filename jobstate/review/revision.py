@@ -7,6 +7,7 @@ read are listed (verify is the checker), so a review of a broken state still wor
 
 from __future__ import annotations
 
+import shlex
 import sys
 import time
 from dataclasses import dataclass, field
@@ -21,12 +22,15 @@ from jobstate.core.layout import (
     RECORD_FILES,
     RETIRED,
     STATE,
+    UNRECORDED,
     describes_episode,
     episode_dir,
     episode_of,
     history_path,
     is_retired_path,
+    misplaced,
     mode_problem,
+    unrecorded,
 )
 from jobstate.core.rules_state import Settings
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
@@ -100,6 +104,7 @@ def _settings(snap: Revision, view: StateView) -> None:
         budget.per if budget else None,
         dict(budget.limits) if budget else {},
         budget.since if budget else None,
+        {step: shlex.join(argv) for step, (argv, _timeout) in config.probes().items()},
     )
 
 
@@ -135,6 +140,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
         view.unreadable += [f"{p}: {text}" for p, text in snap.attribute_problems(files)]
         view.unreadable += [f"{p}: {TWICE}" for p in snap.twice]
         view.unreadable += [f"{STATE}: {FLAT}"] if snap.flat_episodes() else []
+        view.unreadable += [f"{p}: {why}" for p in sorted(files) if (why := misplaced(p)) is not None]
         _tombstones(snap, [p for p in sorted(files) if is_retired_path(p)], view)
         by_name: dict[str, list[str]] = {}  # episode -> the record files it has here
         for p, entry in sorted(files.items()):
@@ -166,6 +172,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
                     records = read_episode(snap, name, present=set(by_name[name]), problems=found)
                     records.blobs = blobs[name]
                     view.episodes[name] = records
+                    found += [(p, UNRECORDED) for p in unrecorded(name, blobs[name], records.artifacts)]
                     view.unreadable += [f"{path}: {message}" for path, message in found]
                     ticker.add(len(by_name[name]))
         finally:

@@ -28,13 +28,15 @@ from jobstate.core.layout import (
     EPISODE_FILE,
     HISTORY,
     PRIVATE,
-    RECORD_FILES,
     STATE,
     SUBMISSIONS,
+    UNRECORDED,
     episode_dir,
     episode_of,
     is_retired_path,
+    misplaced,
     mode_problem,
+    unrecorded,
 )
 from jobstate.core.model import (
     Violation,
@@ -99,29 +101,15 @@ def collect(
     history: dict[str, str] = {}
     tombstones: dict[str, str] = {}
     for path in files:
-        parts = path.split("/")
         described = episode_of(path)  # the one reading of which episode a path describes
         if described is not None and described[1] == HISTORY:
             history[described[0]] = path
         elif described is not None:
             by_dir.setdefault(described[0], []).append(path)
-        elif parts[0] == STATE:
-            if parts[1] != ".gitkeep":
-                problems.append(Problem(path, "state/ holds only episode directories"))
-        elif parts[0] == HISTORY and len(parts) == 2 and parts[1] != ".gitkeep":
-            problems.append(Problem(path, "history/ holds only <year>/<period>/<episode_id>.yaml files"))
         elif is_retired_path(path):
             tombstones[path.rpartition("/")[2][:-5]] = path
-        elif path == BUDGET_ACKNOWLEDGED:
-            pass  # read with the budget below
-        elif parts[0] == "history" and len(parts) > 2:
-            problems.append(
-                Problem(
-                    path,
-                    "history/ holds only <year>/<period>/<episode_id>.yaml files and "
-                    "retired/<year>/<period>/<episode_id>.yaml",
-                )
-            )
+        elif (why := misplaced(path)) is not None:  # the budget's acknowledgements are read below
+            problems.append(Problem(path, why))
     if isinstance(snap, Revision):  # read ahead in the order read below: tombstones, episodes, history
         present = set(files)
         snap.prefetch(
@@ -243,12 +231,7 @@ def _collect_records(snap: Snapshot, f: EpisodeRecords, base: str, paths: set[st
         data = _load(snap, path, problems)
         if data is not None and _fill(f, path.rsplit("/", 1)[1], data, path, problems):
             _COLLECT[path.rsplit("/", 1)[1]](f, path, problems)
-    recorded = {f"{base}/{rel}" for rel in f.artifacts}
-    for path in sorted(paths):
-        rel = path[len(base) + 1 :]
-        if rel in RECORD_FILES or path in recorded:
-            continue
-        problems.append(Problem(path, "file is not a jobstate record nor a recorded artifact", "warning"))
+    problems += [Problem(path, UNRECORDED, "warning") for path in unrecorded(f.episode_id, paths, f.artifacts)]
 
 
 def _nothing_more(f: EpisodeRecords, path: str, problems: list[Problem]) -> None:
@@ -380,7 +363,7 @@ def _check_uniqueness(facts: dict[str, EpisodeRecords], problems: list[Problem],
 
 
 def _check_clean(cwd: Path, report: Report) -> None:
-    for code, path in GitRepo(cwd).status(*ROOTS):
+    for code, path in GitRepo(cwd).status(*ROOTS, CONFIG_FILE):  # the settings verify judges the state by too
         what = "untracked" if code == "??" else "uncommitted change"
         report.problems.append(Problem(path, f"{what} ({code.strip()}): commit it or remove it"))
 

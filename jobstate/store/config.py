@@ -30,6 +30,10 @@ class Config(NamedTuple):
     # per paid step: {"probe": [argv...], "probe_timeout": seconds}; see jobstate.paid.probe
     steps: dict[str, dict[str, Any]] | None = None
 
+    def probes(self) -> dict[str, tuple[list[str], float]]:
+        """Every step's declared probe command (argv) and deadline."""
+        return {step: found for step in sorted(self.steps or {}) if (found := self.probe_of(step)) is not None}
+
     def probe_of(self, step: str) -> tuple[list[str], float] | None:
         """The probe command (argv) declared for ``step`` and its deadline, or None."""
         settings = (self.steps or {}).get(step) or {}
