@@ -9,7 +9,7 @@ through every command that can meet it).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 OK = 0
 VERIFY_PROBLEMS = 1
@@ -116,7 +116,9 @@ EXIT_TABLE: tuple[ExitCode, ...] = (
         STDOUT_CLOSED,
         "stdout closed early",
         "the reader went away (jobstate list | head): the output stops quietly, with no error line, "
-        "as git does (a shell reports git's death by SIGPIPE as 141 too)",
+        "as git does (a shell reports git's death by SIGPIPE as 141 too); stdout closed from the start "
+        "(>&-: said, and nothing is done) or refusing the answer (a full disk: said, and what the command "
+        "committed stays committed: the same command again answers it)",
     ),
 )
 EXIT_CODES: dict[int, str] = {row.code: row.meaning for row in EXIT_TABLE}
@@ -279,9 +281,14 @@ class IndexBusy(JobstateError, TimeoutError):
 
 
 class AlreadyRecorded(JobstateError):
-    """What was asked is already recorded (a decision re-run after a kill that landed): nothing new, exit 0."""
+    """What was asked is already recorded (a decision re-run after a kill that landed): nothing new, exit 0.
+    ``answer``: what the command answered when it landed, when it has one to give again."""
 
     exit_code = OK
+
+    def __init__(self, message: str, answer: Any = None) -> None:
+        super().__init__(message)
+        self.answer = answer
 
 
 class GitLockHeld(JobstateError, TimeoutError):

@@ -205,6 +205,21 @@ def test_a_changed_request_on_an_accepted_attempt_gets_advice_that_is_accepted(
     assert code == 0, err
 
 
+def test_a_changed_request_on_an_unknown_attempt_gets_advice_that_is_accepted(
+    allocated: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = allocated
+    assert _run(repo, capsys, "generate", None, code=1)[0] == errors.COMMAND_FAILED  # unknown
+    code, err = _run(repo, capsys, "generate", {}, request="two")
+    assert code == errors.ALLOCATION_CONFLICT, err
+    assert "settle it first with: jobstate resolve" in err
+    # the advice, in its order: settle the unknown attempt (not submitted here), then the changed request runs
+    resolve = ["resolve", "--episode", EID, "--step", "generate", "--by", "ops", "--reason", "r", "--not-submitted"]
+    assert _cli(repo, capsys, *resolve)[0] == 0
+    code, err = _run(repo, capsys, "generate", {"remote_ref": "t2"}, request="two")
+    assert code == 0, err
+
+
 def test_resolve_names_the_decision_on_record(allocated: Path, capsys: pytest.CaptureFixture[str]) -> None:
     repo = allocated
     assert _run(repo, capsys, "generate", None, code=1)[0] == errors.COMMAND_FAILED  # unknown

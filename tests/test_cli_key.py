@@ -268,6 +268,16 @@ def test_key_works_without_a_repository(
     assert list(plain.iterdir()) == []
 
 
+@pytest.mark.parametrize(("tz", "said"), [("Mars/X", "unknown timezone 'Mars/X'"), ("", "--tz must not be empty")])
+def test_a_bad_tz_is_exit_2_saying_so(
+    tmp_path: Path, scheduler_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tz: str, said: str
+) -> None:
+    argv = ["key", "--from", "cron", "--job-name", "n", "--schedule", "30 2 * * *", "--tz", tz]
+    code, out, err = launch(scheduler_env, tmp_path, Run({}, datetime(2026, 3, 29, 1, 10, tzinfo=UTC)), argv, capsys)
+    assert (code, out) == (2, "")
+    assert said in err
+
+
 def test_an_unstable_key_gets_a_warning_and_is_still_allocated(
     repo: Path, scheduler_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -300,6 +300,54 @@ def test_a_closed_stdout_ends_quietly_like_git(tmp_path: Path) -> None:
     assert err == b"", "no error line, no traceback, as git"
 
 
+def _jobstate(repo: Path, redirect: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI with stdout as the shell's ``redirect`` leaves it (``>&-`` closed, ``>/dev/full`` full)."""
+    script = f'exec "$0" -m jobstate --repo "$1" "${{@:2}}" {redirect}'
+    return subprocess.run(
+        ["bash", "-c", script, sys.executable, str(repo), *args], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.parametrize("command", [("allocate", "--key", "new", "--week", "2026-W33"), ("show", "2026-W32-0")])
+def test_a_stdout_closed_from_the_start_is_said_and_nothing_is_done(tmp_path: Path, command: tuple[str, ...]) -> None:
+    repo = _allocated(tmp_path)
+    head = git(repo, "rev-parse", "HEAD")
+    proc = _jobstate(repo, ">&-", *command)
+    assert (proc.returncode, proc.stderr) == (
+        errors.STDOUT_CLOSED,
+        "jobstate: error: stdout is closed, and the answer goes there; nothing was done\n",
+    )
+    assert git(repo, "rev-parse", "HEAD") == head  # no ID handed out to nobody
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_an_answer_stdout_refuses_is_said_and_the_same_command_answers_it_again(tmp_path: Path) -> None:
+    repo = _allocated(tmp_path)
+    allocate = ("allocate", "--key", "new", "--week", "2026-W33")
+    proc = _jobstate(repo, ">/dev/full", *allocate)
+    assert proc.returncode == errors.STDOUT_CLOSED
+    assert proc.stderr == (
+        "jobstate: error: cannot write the answer to stdout (No space left on device); what the command "
+        "committed stays committed: run it again to be answered\n"
+    )
+    again = _jobstate(repo, "", *allocate)
+    assert (again.returncode, again.stdout) == (errors.OK, "2026-W33-0\n")
+    assert _jobstate(repo, ">/dev/full", "report").returncode == errors.STDOUT_CLOSED
+
+
+@pytest.mark.parametrize(
+    "command", [("report",), ("budget",), ("list",), ("verify",), ("allocate", "--key", "k", "--week", "2026-W32")]
+)
+def test_a_repository_jobstate_never_initialised_is_exit_2_in_every_command(
+    tmp_path: Path, command: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = plain_repo(tmp_path / "plain")
+    assert main(["--repo", str(repo), *command]) == errors.USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "jobstate init" in err
+
+
 def test_docs_exit_codes_page_is_generated_from_the_table() -> None:
     root = Path(__file__).parent.parent
     assert "](docs/exit-codes.md)" in (root / "README.md").read_text(encoding="utf-8")

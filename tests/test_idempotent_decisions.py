@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -96,9 +97,15 @@ def test_complete_again_records_nothing_and_says_so(
     repo: Path, episode: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _cli(repo, capsys, "approve", "--episode", episode, "--by", "editor")[0] == 0
-    assert _cli(repo, capsys, "complete", "--episode", episode)[0] == 0
+    code, first, err = _cli(repo, capsys, "complete", "--episode", episode, "--json")
+    assert code == 0, err
     head = _head(repo)
-    code, _out, err = _cli(repo, capsys, "complete", "--episode", episode)
+    code, out, err = _cli(repo, capsys, "complete", "--episode", episode)
     assert code == 0, err
     assert "already completed" in err
+    assert out == f"{episode} completed (no costs)\n"  # the answer again, as a repeat of what landed
     assert _head(repo) == head
+    # a script reading --json gets the answer again too: the history record the first complete wrote
+    code, out, err = _cli(repo, capsys, "complete", "--episode", episode, "--json")
+    assert (code, json.loads(out)) == (0, json.loads(first)), err
+    assert "already completed" in err

@@ -209,10 +209,18 @@ def test_result_file_contradicting_the_ledger_is_exit_4_naming_both(
 
 
 def test_exit_0_without_a_result_file_warns(repo: Path, episode: str, capsys: pytest.CaptureFixture[str]) -> None:
+    base = git(repo, "rev-parse", "HEAD").strip()
     code = _run(repo, episode, stable_cmd("pass"))
     err = capsys.readouterr().err
     assert code == 0, err
     assert "without writing $JOBSTATE_RESULT" in err
+    # no remote task is said so, never as Python's None
+    assert _run(repo, episode, stable_cmd("pass")) == 0
+    assert "already completed (no remote task); nothing run" in capsys.readouterr().err
+    assert main(["--repo", str(repo), "diff", base]) == 0
+    shown = capsys.readouterr().out
+    assert "accepted (no remote task)" in shown
+    assert "None" not in shown
 
 
 def test_unknown_result_fields_are_warned_about(repo: Path, episode: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -117,6 +117,18 @@ def test_a_merge_that_brings_a_retired_key_back_is_refused_by_allocate_and_run(
     assert status(repo) == ""
 
 
+def test_a_retired_episode_is_said_to_be_retired_not_unallocated(repo: Path) -> None:
+    _alloc(repo, "k1")
+    _retire(repo, "2026-W32-0")
+    for argv in (("show", "2026-W32-0"), ("approve", "--episode", "2026-W32-0", "--by", "ed")):
+        proc = run_cli(*argv, cwd=repo)
+        assert proc.returncode == EPISODE_UNKNOWN, proc.stderr
+        assert proc.stderr == (
+            "jobstate: error: episode 2026-W32-0 was retired (history/retired/2026/2026-W32/2026-W32-0.yaml): "
+            "nothing more is paid for it or decided on it\n"
+        )
+
+
 def test_a_second_retirement_records_nothing(repo: Path) -> None:
     _alloc(repo, "k1")
     _retire(repo, "2026-W32-0")

@@ -12,7 +12,7 @@ import pytest
 
 from jobstate.main import main
 
-from .conftest import git
+from .conftest import git, run_cli
 from .snapshots import tree_state
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -142,7 +142,7 @@ def test_diff_and_report_write_nothing(history: Path, tmp_path: Path, capsys: py
         (["diff", "no-such-rev"], "unknown revision 'no-such-rev'"),
         (["diff", "legacy", "nope"], "unknown revision 'nope'"),
         (["diff", "legacy", "--format", "html"], "invalid choice"),
-        (["diff", "legacy", "--format", "markdown", "--max-chars", "100"], "from 2000 to"),
+        (["diff", "legacy", "--format", "markdown", "--max-chars", "100"], "from 2,000 to"),
         (["report", "--period", "2026-W33", "--since", "2026-W30"], "not both"),
         (["report", "--since", "2026-W34", "--until", "2026-W30"], "comes after"),
         (["report", "--since", "2026-W30", "--until", "2026-08"], "different kinds"),
@@ -186,3 +186,13 @@ def test_demo_ends_with_the_diff_of_its_week_and_a_report(tmp_path: Path) -> Non
     assert allocated[2].split() == ["2026-W33-1", "2026-W33", "weekly-episode:2026-08-14"]
     assert "Approvals and rejections (2):" in tail
     assert "jobstate report HEAD: 13 episodes, spend 41.15 USD" in tail
+
+
+def test_verify_of_the_work_tree_flags_uncommitted_settings_as_it_flags_uncommitted_state(repo: Path) -> None:
+    """A cap raised in jobstate.yaml and not committed must not make an over-budget state pass verify."""
+    with (repo / "jobstate.yaml").open("a") as fh:
+        fh.write("# edited, not committed\n")
+    proc = run_cli("verify", cwd=repo)
+    assert proc.returncode == 1, proc.stdout
+    assert "jobstate.yaml: error: uncommitted change (M): commit it or remove it" in proc.stdout
+    assert run_cli("verify", "--uncommitted-ok", cwd=repo).returncode == 0

@@ -105,6 +105,27 @@ def test_airflow_2_execution_date_is_read_when_there_is_no_logical_date() -> Non
     assert derive("airflow", env, now=MONDAY).intended == MONDAY
 
 
+@pytest.mark.parametrize("scheduler", ["airflow", "dagster", "temporal"])
+@pytest.mark.parametrize(
+    ("moment", "why"),
+    [("2030-01-01T00:00:00+00:00", "more than a day after now"), ("1990-01-01T00:00:00+00:00", "before 2000")],
+)
+def test_a_schedulers_time_long_ago_or_ahead_is_no_slot_the_run_counts_as_manual(
+    scheduler: str, moment: str, why: str
+) -> None:
+    """As a Kubernetes Job name's minutes are judged: every scheduler's time, by the one rule (``implausible``)."""
+    variable = {
+        "airflow": "AIRFLOW_CTX_LOGICAL_DATE",
+        "dagster": "DAGSTER_SCHEDULED_EXECUTION_TIME",
+        "temporal": "TEMPORAL_SCHEDULED_START_TIME",
+    }[scheduler]
+    run = RECIPES[scheduler][0]
+    found = derive(scheduler, {**run.env, variable: moment}, now=run.now)
+    assert (found.manual, found.intended, found.period_source) == (True, None, "start")
+    assert found.period == found.started_period
+    assert [w for w in found.warnings if why in w and "counts as manual" in w]
+
+
 def test_dagster_without_a_schedule_is_manual_with_its_own_key() -> None:
     env = {"DAGSTER_JOB_NAME": "weekly_media", "DAGSTER_RUN_ID": "r1", "DAGSTER_ROOT_RUN_ID": "r1"}
     found = derive("dagster", env, now=MONDAY)
@@ -285,3 +306,8 @@ def test_derive_is_a_pure_function_of_its_inputs_and_retry_identities_never_chan
     retry = derive(scheduler, env(attempt + 1), **options)
     assert retry.key == one.key
     assert retry.period == one.period
+
+
+def test_an_unknown_timezone_of_a_cron_schedule_is_said_as_such() -> None:
+    with pytest.raises(UsageError, match="unknown timezone 'Mars/X'"):
+        latest_fire("0 6 * * 1", "Mars/X", MONDAY)

@@ -52,6 +52,7 @@ def test_git_rm_leaves_no_gap_to_refill_and_the_old_key_is_refused(repo: Path, c
     assert out == ""
     assert "2026-W32-0" in err
     assert removed[:12] in err
+    assert "restore state/2026/2026-W32/2026-W32-0 from Git or retire it" in err  # where it was, as git has it
     verify = run_cli("verify", cwd=repo)
     assert verify.returncode == VERIFY_PROBLEMS
     assert (
@@ -256,3 +257,14 @@ def test_a_rebuilt_catalog_knows_what_the_warm_one_learned(repo: Path) -> None:
     _drop_catalog(repo)
     assert _ever(repo) == warm
     assert warm == [("2026-W32-0", "k1", 0), ("2026-W32-1", "k2", 1), ("2026-W32-2", "k3", 2), ("2026-W32-3", "k4", 3)]
+
+
+def test_a_key_changed_by_hand_is_refused_with_both_ways_it_can_happen(repo: Path) -> None:
+    _alloc(repo, "k1")
+    episode = repo / "state/2026/2026-W32/2026-W32-0/episode.yaml"
+    episode.write_text(episode.read_text().replace("allocation_key: k1", "allocation_key: zz"))
+    git(repo, "commit", "-qam", "a key by hand")
+    code, out, err = _alloc(repo, "k1")
+    assert (code, out) == (ALLOCATION_CONFLICT, "")
+    assert "its episode 2026-W32-0 (first committed in " in err
+    assert "holds key 'zz' in HEAD: the key was changed by hand, or the ID was handed out on another branch" in err

@@ -34,12 +34,13 @@ def latest_fire(expr: str, tz: str, reference: datetime) -> datetime:
         raise UsageError("the reference time of a cron schedule must carry a timezone offset")
     if not isinstance(expr, str) or len(expr.split()) != 5:
         raise UsageError(f"invalid cron schedule {expr!r}: expected five fields, e.g. '0 6 * * 1'")
+    place = zone(tz)  # its own refusal, before the calendar's (a UsageError is a ValueError too)
     try:
         moment = reference.astimezone(UTC)
         if moment.microsecond == 0:
             # cronsim's reverse iteration starts strictly before a whole second: "at" must count
             moment += timedelta(microseconds=1)
-        local = moment.astimezone(zone(tz))
+        local = moment.astimezone(place)
         fire = next(iter(CronSim(expr, local, reverse=True)))
         return fire.astimezone(UTC)
     except CronSimError as exc:

@@ -165,8 +165,9 @@ def _refuse_gone(store: Store, cat: Catalog, key: str) -> None:
         # would retire that run, so the advice is about this key's records only
         raise AllocationConflict(
             f"allocation key {key!r} refused: its episode {seen.episode_id} (first committed in "
-            f"{seen.seen_in[:12]}) was handed out on another branch too, and the merge kept the episode of key "
-            f"{holder.allocation_key!r} under that ID; do not retire {seen.episode_id}, it is that run's. "
+            f"{seen.seen_in[:12]}) holds key {holder.allocation_key!r} in HEAD: the key was changed by hand, or the "
+            f"ID was handed out on another branch too and a merge kept that run's episode; do not retire "
+            f"{seen.episode_id} before you know which run it holds (jobstate verify names a key changed by hand). "
             f"This run's records are in commit {seen.seen_in[:12]}: check there what it paid before giving it "
             "a new key (docs/git-setups.md#branches-and-worktrees)"
         )

@@ -60,6 +60,8 @@ def derive_with(
     """The derivation for ``request`` under a repository's settings. Pure."""
     if sum(x is not None for x in (request.at, request.date, request.week, request.period)) > 1:
         raise UsageError("give at most one of --at, --date, --week, --period")
+    if request.tz is not None and not request.tz.strip():
+        raise UsageError("--tz must not be empty: give an IANA name such as UTC or Europe/Berlin, or leave it out")
     tz = config.timezone
     return derive(
         request.scheduler,

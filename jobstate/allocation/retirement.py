@@ -11,7 +11,14 @@ from jobstate.core.clock import format_time
 from jobstate.core.layout import episode_dir, episode_path, history_path, retired_path
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.rules_attempts import open_step_refusal
-from jobstate.core.tombstones import MAX_BY, MAX_REASON, Tombstone, new_tombstone, validate_note
+from jobstate.core.tombstones import (
+    MAX_BY,
+    MAX_REASON,
+    Tombstone,
+    new_tombstone,
+    tombstone_from_yaml_dict,
+    validate_note,
+)
 from jobstate.errors import AlreadyRecorded, EpisodeUnknown, UsageError
 from jobstate.git.loose import Content
 from jobstate.store.catalog import Catalog
@@ -20,7 +27,7 @@ from jobstate.store.records import checked, submissions
 from jobstate.store.running import running_holder, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
-from jobstate.store.yamlio import dumps
+from jobstate.store.yamlio import dumps, load_file
 
 
 def retire(store: Store, episode_id: str, *, by: str, reason: str) -> Tombstone:
@@ -42,7 +49,13 @@ def retire(store: Store, episode_id: str, *, by: str, reason: str) -> Tombstone:
     def decide(cat: Catalog) -> StateChange[Tombstone]:
         done = cat.retirement(episode_id)
         if done is not None:
-            raise AlreadyRecorded(f"episode {episode_id} is already retired ({done.path}); nothing new recorded")
+            kept = store.path(done.path)
+            raise AlreadyRecorded(
+                f"episode {episode_id} is already retired ({done.path}); nothing new recorded",
+                answer=tombstone_from_yaml_dict(load_file(kept, done.path), done.path, episode_id)
+                if kept.is_file()
+                else None,
+            )
         if store.path(history_path(episode_id)).exists():
             raise UsageError(f"episode {episode_id} is completed ({history_path(episode_id)}): it is history already")
         row = cat.row(episode_path(episode_id))

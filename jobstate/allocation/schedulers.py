@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -380,6 +380,17 @@ def derive(
     inputs = _Inputs(env, now, job_name, schedule, schedule_tz or tz, at, files or {}, manual)
     found = _DERIVE[scheduler](inputs)
     canonical_key(found.key)
+    why = None if found.intended is None else implausible(found.intended, now)
+    if why is not None:  # a backfill of long ago, a clock or variable gone wrong: not this run's slot
+        found = replace(
+            found,
+            manual=True,
+            intended=None,
+            warnings=(
+                *found.warnings,
+                f"the scheduler's intended time is {why}: it counts as manual (period from the start time)",
+            ),
+        )
     intended = found.intended
     source = "schedule" if scheduler == "github-actions" else "intended"
     if at is not None and scheduler not in ("cron", "systemd"):

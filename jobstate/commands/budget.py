@@ -37,6 +37,7 @@ def budget(
     if by is not None or reason is not None:
         raise UsageError("--by and --reason belong to jobstate budget acknowledge")
     with options.open() as store:
+        store.require_initialized()
         config = store.config
         if config.budget is None:
             raise UsageError(f"{store.root} has no budget: add budget: to jobstate.yaml (see docs/money.md)")

@@ -9,6 +9,7 @@ edge, before anything is read or written. Pure: text in, a value or a UsageError
 
 from __future__ import annotations
 
+import re
 import reprlib
 import unicodedata
 from collections.abc import Mapping
@@ -26,13 +27,21 @@ _NOT_TEXT = frozenset(("Cc", "Cf", "Zl", "Zp"))  # as keys: core.keys.validate_k
 def number(text: str, what: str, low: float, high: float, *, whole: bool = False, name: str = "") -> float:
     """``text`` as a number of ``what`` from ``low`` to ``high``; ``name`` says where it came from."""
     where = name if not name or name.endswith("=") else f"{name} "
-    try:
-        value = int(text) if whole else float(text)
-    except ValueError:
-        raise UsageError(f"{where}{text!r} is not a {'whole ' if whole else ''}number of {what}") from None
-    if not low <= value <= high:  # also false for nan
-        raise UsageError(f"{where}{text!r} is not a number of {what} from {low:g} to {high:g}")
+    # plain ASCII digits only: Python's int() and float() also take spaces, 1_0, full-width digits and 1e3
+    if not (_WHOLE if whole else _DECIMAL).fullmatch(text):
+        raise UsageError(f"{where}{text!r} is not a {'whole ' if whole else ''}number of {what}")
+    value = int(text) if whole else float(text)
+    if not low <= value <= high:
+        raise UsageError(f"{where}{text!r} is not a number of {what} from {_shown(low)} to {_shown(high)}")
     return value
+
+
+def _shown(bound: float) -> str:
+    return f"{int(bound):,}" if bound == int(bound) else f"{bound:g}"
+
+
+_WHOLE = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+_DECIMAL = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,9})?", re.ASCII)
 
 
 def env_number(env: Mapping[str, str], name: str) -> float | None:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from jobstate.core.clock import time_text
 from jobstate.core.keys import validate_key
+from jobstate.core.layout import episode_dir
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import mapping_of
 from jobstate.errors import StateInvalid, UsageError
@@ -139,5 +140,5 @@ def vanished_text(
         how = f"was removed by commit {removed_by[:12]}"
     return (
         f"episode {episode_id}{owner} {how}; its ID is never handed out again: restore "
-        f"state/{episode_id} from Git or retire it with: jobstate retire {episode_id} --by NAME --reason TEXT"
+        f"{episode_dir(episode_id)} from Git or retire it with: jobstate retire {episode_id} --by NAME --reason TEXT"
     )

@@ -17,6 +17,7 @@ from jobstate.store.records import approval_file, episode_records, record_change
 from jobstate.store.running import remove_temp_files, running_holder, running_steps
 from jobstate.store.store import Store
 from jobstate.store.transaction import StateChange, transact
+from jobstate.store.yamlio import load_file
 
 
 def approve(
@@ -73,8 +74,12 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
 
     def decide(_cat: Catalog) -> StateChange[dict[str, Any]]:
         remove_temp_files(store, HISTORY, notify)  # a killed complete's temp file would fail verify for good
-        if store.path(history_path(episode_id)).exists():
-            raise StepAlreadyCompleted(f"episode {episode_id} is already completed; nothing new recorded")
+        done = store.path(history_path(episode_id))
+        if done.exists():
+            raise StepAlreadyCompleted(
+                f"episode {episode_id} is already completed; nothing new recorded",
+                answer=load_file(done, history_path(episode_id)),
+            )
         episode = guard(store, episode_id, notify=notify)
         # every record, a legacy episode.yaml's costs, decision and artifacts included (kept by a migration)
         found = episode_records(store, episode_id)

@@ -37,6 +37,14 @@ def check_fingerprint(episode_id: str, step: str, last: Attempt | None, fingerpr
             "the vendor accepted it, so collect it first by running the recorded request again (it resumes the "
             f"task, never resubmits); then open a new attempt for the changed one with: {supersede}"
         )
+    elif last.state == AttemptState.INTENT:
+        # supersede refuses an unknown attempt too (exit 6): whether the vendor took it is settled first
+        settle = f"jobstate resolve --episode {episode_id} --step {step} (--accepted REF | --not-submitted) ..."
+        advice = (
+            f"its acceptance is unknown: run the recorded request again, or settle it first with: {settle}; "
+            "settled as not submitted, the changed request then runs; settled as accepted, the recorded request "
+            f"collects it, and then: {supersede}"
+        )
     else:
         advice = f"run the recorded request again, or open a new attempt for the changed one with: {supersede}"
     raise FingerprintMismatch(

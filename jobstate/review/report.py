@@ -15,7 +15,7 @@ from typing import Any
 
 from jobstate.core.periods import parse_period, require_kind
 from jobstate.core.status import STATUSES, episode_status, step_status
-from jobstate.errors import UsageError
+from jobstate.errors import NotInitialized, UsageError
 from jobstate.review.escape import shell_command
 from jobstate.review.revision import StateView, read_state
 from jobstate.review.spending import budget_use
@@ -177,6 +177,8 @@ def report(
     """The report of ``rev``. This is a read-only operation."""
     since, until = period_range(period, since, until)
     state = read_state(path, rev, progress=progress)
+    if not state.config_text and not state.episodes and not state.unreadable:
+        raise NotInitialized(f"{rev} has no jobstate.yaml and no episode: nothing to report (run jobstate init)")
     bound = since or until
     if bound is not None and state.settings is not None:
         require_kind(parse_period(bound), state.settings.period, f"revision {rev}")  # like list: never "0 episodes"

@@ -31,6 +31,7 @@ from jobstate.core.layout import (
     is_period_dir,
     is_year_dir,
     period_dir,
+    retired_path,
 )
 from jobstate.core.periods import Period, parse_episode_id, require_kind
 from jobstate.core.records import Episode, episode_from_yaml_dict
@@ -277,6 +278,11 @@ class Store:
                 raise DirtyState(
                     f"episode {episode_id} is committed but {directory} is missing from the work tree; "
                     f"restore it with: {advice.restore(directory, ' D')}"
+                )
+            stone = retired_path(episode_id)
+            if (self.root / stone).is_file():  # not "allocate it first": its ID and key are used for ever
+                raise EpisodeUnknown(
+                    f"episode {episode_id} was retired ({stone}): nothing more is paid for it or decided on it"
                 )
             remote = self.remote
             if remote is not None:
