@@ -21,7 +21,7 @@ from jobstate.store.store import Store
 
 from .conftest import FIXED, git, run_cli, stable_cmd
 from .review_history import Interrupted, stepping_clock
-from .test_model import E34, _alarms, _append, _build, _replace
+from .test_model import A34, E34, _alarms, _append, _build, _replace
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +122,22 @@ def test_a_file_jobstate_never_writes_is_flagged_by_diff_as_by_verify(pipeline: 
     assert [a["kind"] for a in alarms] == ["record refused"]
     assert alarms[0]["message"].startswith(f"{rel}: {rule}")
     assert f"{rel}: " in _verify_against(pipeline, "base")
+
+
+def test_a_vendor_task_another_episode_recorded_is_one_alarm_in_diff_and_verify(pipeline: Path) -> None:
+    """An attempt copied (or forged) into another episode: the next run would resume that task and record
+    its charge twice."""
+    assert run_cli("allocate", "--key", "copy", "--week", "2026-W34", cwd=pipeline).stdout.strip() == "2026-W34-2"
+    git(pipeline, "tag", "-f", "base")
+    copy = pipeline / "state/2026/2026-W34/2026-W34-2/submissions.yaml"
+    copy.write_text((pipeline / A34 / "submissions.yaml").read_text())
+    git(pipeline, "add", str(copy))
+    git(pipeline, "commit", "-qm", "an attempt, by hand")
+    alarms = _alarms(pipeline)
+    assert [(a["kind"], a["episode"]) for a in alarms] == [("remote task claimed twice", "2026-W34-2")]
+    assert "of 2026-W34-1" in alarms[0]["message"]
+    assert f"remote task claimed twice: {alarms[0]['message']}" in _verify_against(pipeline, "base")
+    assert "remote task claimed twice" in run_cli("verify", "--rev", "HEAD", cwd=pipeline).stdout
 
 
 def test_diff_compares_a_new_history_files_artifacts_with_the_records(pipeline: Path) -> None:

@@ -16,6 +16,7 @@ from jobstate.core.layout import (
     BUDGET_ACKNOWLEDGED,
     EPISODE_FILE,
     PRIVATE,
+    SUBMISSIONS,
     episode_dir,
     is_private,
     record_path,
@@ -122,6 +123,8 @@ def state_violations(base: State, new: State) -> list[Violation]:
                 )
             )
     added = {eid: view for eid, view in new.episodes.items() if eid not in base.episodes and eid not in moved}
+    known = shared_remote_tasks(base.episodes)
+    out += [v for v in shared_remote_tasks(new.episodes) if v not in known]
     out += _retirements_kept(base.tombstones, new.tombstones)
     out += _retired_keys_reused(added, {stone.allocation_key: eid for eid, stone in new.tombstones.items()})
     if base.settings is not None and new.settings is not None:
@@ -142,6 +145,29 @@ def _later(new: str | None, old: str | None) -> bool:
     if new is None:
         return False
     return old is None or first_day(parse_period(new)) > first_day(parse_period(old))
+
+
+def shared_remote_tasks(episodes: Mapping[str, EpisodeState]) -> list[Violation]:
+    """A vendor's task belongs to one episode: the same task of the same step recorded by two episodes
+    (an attempt copied or forged by hand) is one charge counted twice, and a run resumes what another paid."""
+    holders: dict[tuple[str, str], list[str]] = {}
+    for eid, view in sorted(episodes.items()):
+        for step, attempts in view.steps.items():
+            for ref in sorted({a.remote_ref for a in attempts if a.remote_ref}):
+                holders.setdefault((step, ref), []).append(eid)
+    return [
+        Violation(
+            "remote task claimed twice",
+            eids[-1],
+            record_path(eids[-1], SUBMISSIONS),
+            f"{step} remote_ref",
+            f"{ref} of {eids[0]}",
+            f"{ref} of {eids[-1]}",
+            "a vendor's task belongs to one episode's attempt: recorded by two, it is paid for or counted twice",
+        )
+        for (step, ref), eids in sorted(holders.items())
+        if len(eids) > 1
+    ]
 
 
 def _retirements_kept(old: Mapping[str, Tombstone], new: Mapping[str, Tombstone]) -> list[Violation]:

@@ -264,6 +264,7 @@ ALARM_ORDER = [
     "cost entry rewritten",
     "budget acknowledgement rewritten",
     "charge without its attempt",
+    "remote task claimed twice",
     "key moved",
     "key not canonical",
     "episode rewritten",

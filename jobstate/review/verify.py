@@ -47,7 +47,7 @@ from jobstate.core.model import (
 from jobstate.core.periods import is_period, parse_period
 from jobstate.core.preservation import compare
 from jobstate.core.records import AttemptState, history_from_yaml_dict
-from jobstate.core.rules_state import key_owner_problem, sequence_problem, tracked_private
+from jobstate.core.rules_state import key_owner_problem, sequence_problem, shared_remote_tasks, tracked_private
 from jobstate.core.tombstones import Tombstone, tombstone_from_yaml_dict
 from jobstate.errors import NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo
@@ -141,6 +141,7 @@ def collect(
     for name, path in sorted(history.items()):
         _check_history(snap, name, path, facts, problems)
     _check_uniqueness(facts, problems, retired_keys)
+    problems += [Problem(v.record, f"{v.kind}: {v.message}") for v in shared_remote_tasks(facts)]
     keys = {n: (f.period_id, f.allocation_key) for n, f in facts.items() if not f.legacy and f.allocation_key}
     problems += [Problem(episode_dir(eid), text, "warning") for eid, text in key_problems(keys)]
     if config is not None:
