@@ -111,8 +111,11 @@ def test_a_merged_removal_of_a_history_file_reopens_nothing(repo: Path, tmp_path
     assert git(repo, "status", "--porcelain") == ""
 
 
+@pytest.mark.parametrize("cold", [False, True], ids=["this clone", "a fresh catalog"])
 @pytest.mark.parametrize("how", ["copied", "renamed"])
-def test_an_episode_copied_or_renamed_by_hand_is_never_paid_again(repo: Path, tmp_path: Path, how: str) -> None:
+def test_an_episode_copied_or_renamed_by_hand_is_never_paid_again(
+    repo: Path, tmp_path: Path, how: str, cold: bool
+) -> None:
     """The same run under a second ID: review flags the key, and this clone, which saw the key's first ID,
     neither answers the key with the new ID nor pays for the step again."""
     _paid(repo, tmp_path)
@@ -129,13 +132,16 @@ def test_an_episode_copied_or_renamed_by_hand_is_never_paid_again(repo: Path, tm
     git(repo, "commit", "-qm", f"{how} by hand")
     git(repo, "switch", "-q", "main")
     git(repo, "merge", "-q", "--no-ff", how, "-m", "Merge pull request #10")
+    if cold:  # a fresh clone's catalog: the key's first ID is read from the branch's history
+        (repo / ".jobstate" / "catalog.sqlite").unlink()
     head = git(repo, "rev-parse", "HEAD").strip()
     allocated = run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo)
     assert (allocated.returncode, allocated.stdout) == (errors.ALLOCATION_CONFLICT, ""), allocated.stderr
     assert "allocation key 'weekly' belongs to several episodes: 2026-W30-0, 2026-W30-5" in allocated.stderr
     proc = run_cli("run", "--episode", new, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
     assert proc.returncode == errors.STATE_INVALID, proc.stderr
-    assert f"which this branch gave {EID} first" in proc.stderr
+    said = "belongs to several episodes: 2026-W30-0, 2026-W30-5" if how == "copied" else f"gave {EID} first"
+    assert said in proc.stderr
     assert runs(tmp_path) == 1
     assert git(repo, "rev-parse", "HEAD").strip() == head
     assert git(repo, "status", "--porcelain") == ""

@@ -304,3 +304,12 @@ def test_migrate_check_escapes_a_hostile_field_name(legacy: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert "\x1b" not in proc.stdout
     assert "evil" in proc.stdout
+
+
+def test_complete_again_of_a_migrated_completed_episode_is_a_repeat_not_a_crash(legacy: Path) -> None:
+    """Its history file is the legacy one (no cost totals): the repeat says so and answers nothing more."""
+    assert run_cli("migrate", cwd=legacy).returncode == 0
+    for argv in (("complete", "--episode", "2026-W30-0"), ("complete", "--episode", "2026-W30-0", "--json")):
+        proc = run_cli(*argv, cwd=legacy)
+        assert (proc.returncode, proc.stdout) == (0, ""), proc.stderr
+        assert proc.stderr == "jobstate: episode 2026-W30-0 is already completed; nothing new recorded\n"

@@ -211,7 +211,7 @@ def test_diff_of_hostile_state_is_inert_in_every_format(hostile: Path, capsys: p
             assert escape.markdown(HOSTILE["entity"]) in out
         else:
             alarms = json.loads(out)["alarms"]
-            assert {a["kind"] for a in alarms} == {"record refused"}
+            assert {a["kind"] for a in alarms} == {"unrecorded file"}
             assert all(a["message"].endswith(": file is not a jobstate record nor a recorded artifact") for a in alarms)
             decisions = json.loads(out)["decisions"]
             reasons = {v for v in HOSTILE.values() if _accepts(validate_reason, v)}

@@ -87,9 +87,10 @@ def _merged(repo: Path, *commands: tuple[str, ...]) -> None:
     git(repo, "merge", "-q", "--no-ff", "hand", "-m", "Merge pull request #3")
 
 
+@pytest.mark.parametrize("cold", [False, True], ids=["this clone", "a fresh catalog"])
 @pytest.mark.parametrize("how", ["un-retired", "key given to another episode"])
 def test_a_merge_that_brings_a_retired_key_back_is_refused_by_allocate_and_run(
-    repo: Path, tmp_path: Path, how: str
+    repo: Path, tmp_path: Path, how: str, cold: bool
 ) -> None:
     _alloc(repo, "k1")
     _alloc(repo, "k2")
@@ -103,6 +104,8 @@ def test_a_merge_that_brings_a_retired_key_back_is_refused_by_allocate_and_run(
         episode.write_text(episode.read_text().replace("allocation_key: k1", "allocation_key: k2"))
         _merged(repo)
         holder = "2026-W32-0"
+    if cold:  # a fresh clone's catalog: the retirement is read from the branch's history
+        (repo / ".jobstate" / "catalog.sqlite").unlink()
     head = git(repo, "rev-parse", "HEAD")
     code, out, err = _alloc(repo, "k2")
     assert (code, out) == (ALLOCATION_CONFLICT, "")
@@ -111,10 +114,32 @@ def test_a_merge_that_brings_a_retired_key_back_is_refused_by_allocate_and_run(
     if how == "un-retired":  # nor is the episode paid for again, named explicitly
         proc = run_cli("run", "--episode", holder, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
         assert proc.returncode == STATE_INVALID, proc.stderr
-        assert proc.stderr.startswith(f"jobstate: error: episode 2026-W32-1 was retired ({stone}) and is in state/")
+        assert proc.stderr.startswith(f"jobstate: error: episode 2026-W32-1 was retired ({stone}) in this branch's")
         assert runs(tmp_path) == 0
-    assert git(repo, "rev-parse", "HEAD") == head
+        # retire names what HEAD holds: the episode is back, so it is retired again (a new tombstone)
+        assert _retire(repo, "2026-W32-1", reason="again")[0] == OK
+        assert (repo / stone).is_file()
+        assert not (repo / episode_dir("2026-W32-1")).exists()
+    else:
+        assert git(repo, "rev-parse", "HEAD") == head
     assert status(repo) == ""
+
+
+@pytest.mark.parametrize("undo", ["reset", "another branch"])
+def test_a_retirement_binds_only_the_history_that_has_it(repo: Path, tmp_path: Path, undo: str) -> None:
+    _alloc(repo, "k1")
+    _alloc(repo, "k2")
+    if undo == "reset":  # an unpushed retirement undone
+        _retire(repo, "2026-W32-1")
+        git(repo, "reset", "-q", "--hard", "HEAD~1")
+    else:  # proposed on a branch, never merged
+        git(repo, "switch", "-q", "-c", "proposal")
+        _retire(repo, "2026-W32-1")
+        git(repo, "switch", "-q", "-")
+    assert _alloc(repo, "k2") == (OK, "2026-W32-1", "")
+    proc = run_cli("run", "--episode", "2026-W32-1", "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
+    assert proc.returncode == OK, proc.stderr
+    assert runs(tmp_path) == 1
 
 
 def test_a_retired_episode_is_said_to_be_retired_not_unallocated(repo: Path) -> None:

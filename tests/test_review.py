@@ -142,7 +142,7 @@ def test_diff_and_report_write_nothing(history: Path, tmp_path: Path, capsys: py
         (["diff", "no-such-rev"], "unknown revision 'no-such-rev'"),
         (["diff", "legacy", "nope"], "unknown revision 'nope'"),
         (["diff", "legacy", "--format", "html"], "invalid choice"),
-        (["diff", "legacy", "--format", "markdown", "--max-chars", "100"], "from 2,000 to"),
+        (["diff", "legacy", "--format", "markdown", "--max-chars", "100"], "from 2000 to"),
         (["report", "--period", "2026-W33", "--since", "2026-W30"], "not both"),
         (["report", "--since", "2026-W34", "--until", "2026-W30"], "comes after"),
         (["report", "--since", "2026-W30", "--until", "2026-08"], "different kinds"),

@@ -311,3 +311,13 @@ def test_derive_is_a_pure_function_of_its_inputs_and_retry_identities_never_chan
 def test_an_unknown_timezone_of_a_cron_schedule_is_said_as_such() -> None:
     with pytest.raises(UsageError, match="unknown timezone 'Mars/X'"):
         latest_fire("0 6 * * 1", "Mars/X", MONDAY)
+
+
+def test_an_explicit_at_far_ahead_keeps_its_slot_for_key_and_period_alike() -> None:
+    """--at names the slot of cron and systemd (it is the key): it is never judged as a scheduler's time."""
+    now = datetime(2026, 8, 7, 10, tzinfo=UTC)
+    at = datetime(2026, 8, 20, 6, tzinfo=UTC)
+    found = derive("cron", {}, now=now, job_name="weekly", schedule="0 6 * * 1", at=at)
+    later = derive("cron", {}, now=datetime(2026, 8, 17, 6, 5, tzinfo=UTC), job_name="weekly", schedule="0 6 * * 1")
+    assert (found.key, found.period.id, found.manual) == ("cron:weekly:2026-08-17T06:00:00Z", "2026-W34", False)
+    assert (later.key, later.period.id) == (found.key, found.period.id)

@@ -61,8 +61,8 @@ def _committed_answer(store: Store, key: str, period: Period, keep_period: bool)
     rows = cat.by_key(key)
     if len({r.episode_id for r in rows}) != 1 or (rows[0].period_id != period.id and not keep_period):
         return None  # unknown, conflicting or ambiguous: decided (and reported) under the lock
-    if cat.retired_key(key) is not None or cat.first_id_of_key(key) not in (None, rows[0].episode_id):
-        return None  # a retired key held again, a key's episode under another ID (by hand): refused under the lock
+    if cat.retirements(key=key) or len({eid for eid, _commit in cat.seen_of_key(key)}) > 1:
+        return None  # a key a tombstone kept, or under several IDs: decided (maybe refused) under the lock
     for row in rows:
         try:
             if store.git.blob_sha(store.path(row.path).read_bytes()) != row.blob:

@@ -64,12 +64,12 @@ def _decide(
         episode_path(o.episode_id): store.path(episode_path(o.episode_id)).read_bytes() for o in orphans
     }
     note = _recover_message(orphans)
-    stone = cat.retired_key(key)
-    if matches and stone is not None:
-        # an episode holds a key a tombstone keeps: un-retired, or given the key, by hand (a merge)
-        problem = key_owner_problem(key, list(matches), stone.episode_id)
-        raise AllocationConflict(f"{problem} ({stone.episode_id}, retired ({stone.path})): use a new key")
-    first = cat.first_id_of_key(key) if matches else None
+    retired = store.retired_in_history(key=key, cat=cat) if matches else None
+    if retired is not None:
+        # an episode holds a key a tombstone of this branch's history keeps: un-retired, or given it, by hand
+        problem = key_owner_problem(key, list(matches), retired[0])
+        raise AllocationConflict(f"{problem} ({retired[0]}, retired ({retired[1]})): use a new key")
+    first = store.first_id_of(key, cat) if matches else None
     if first is not None and first not in matches:
         # the key's episode is under another ID now (a copy, a rename by hand): which one ran is not ours to guess
         problem = key_owner_problem(key, sorted({first, *matches}), None)

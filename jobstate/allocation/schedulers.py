@@ -30,6 +30,7 @@ _EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 _AHEAD = timedelta(days=1)
 # no CronJob ran before Kubernetes 1.0: this also keeps a date suffix (-20260807, minutes of 2008) from being a time
 _K8S_EARLIEST = datetime(2015, 7, 21, tzinfo=UTC)
+_ENV_TIMES = frozenset({"airflow", "dagster", "temporal"})  # their intended time is an environment variable
 _DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 _K8S_SCHEDULED = re.compile(r"(?P<cronjob>.+)-(?P<minutes>\d{1,10})")
 _TEMPORAL_SUFFIX = re.compile(r"-(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}))$")
@@ -380,7 +381,9 @@ def derive(
     inputs = _Inputs(env, now, job_name, schedule, schedule_tz or tz, at, files or {}, manual)
     found = _DERIVE[scheduler](inputs)
     canonical_key(found.key)
-    why = None if found.intended is None else implausible(found.intended, now)
+    # a time the scheduler's environment gave (not a cron or systemd slot, which is the key itself, nor --at)
+    judged = found.intended if scheduler in _ENV_TIMES and at is None else None
+    why = None if judged is None else implausible(judged, now)
     if why is not None:  # a backfill of long ago, a clock or variable gone wrong: not this run's slot
         found = replace(
             found,

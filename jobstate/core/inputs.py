@@ -37,11 +37,11 @@ def number(text: str, what: str, low: float, high: float, *, whole: bool = False
 
 
 def _shown(bound: float) -> str:
-    return f"{int(bound):,}" if bound == int(bound) else f"{bound:g}"
+    return str(int(bound)) if bound == int(bound) else str(bound)  # as the option takes it: plain digits
 
 
 _WHOLE = re.compile(r"-?[0-9]{1,18}", re.ASCII)
-_DECIMAL = re.compile(r"-?[0-9]{1,18}(\.[0-9]{1,9})?", re.ASCII)
+_DECIMAL = re.compile(r"-?([0-9]{1,18}(\.[0-9]{0,9})?|\.[0-9]{1,9})", re.ASCII)
 
 
 def env_number(env: Mapping[str, str], name: str) -> float | None:

@@ -76,10 +76,10 @@ def complete(store: Store, episode_id: str, *, notify: Callable[[str], None] = l
         remove_temp_files(store, HISTORY, notify)  # a killed complete's temp file would fail verify for good
         done = store.path(history_path(episode_id))
         if done.exists():
-            raise StepAlreadyCompleted(
-                f"episode {episode_id} is already completed; nothing new recorded",
-                answer=load_file(done, history_path(episode_id)),
-            )
+            found = load_file(done, history_path(episode_id))
+            # complete's own record is its answer again; a migrated legacy one has not that shape
+            answer = found if isinstance(found, dict) and isinstance(found.get("cost_totals"), dict) else None
+            raise StepAlreadyCompleted(f"episode {episode_id} is already completed; nothing new recorded", answer)
         episode = guard(store, episode_id, notify=notify)
         # every record, a legacy episode.yaml's costs, decision and artifacts included (kept by a migration)
         found = episode_records(store, episode_id)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from jobstate.core.layout import episode_dir, episode_path, history_path
 from jobstate.core.periods import parse_episode_id
 from jobstate.core.records import Episode
+from jobstate.core.rules_state import key_owner_problem
 from jobstate.errors import EpisodeCompleted, EpisodeUnknown, StateInvalid, UsageError
 from jobstate.git.headcheck import committed_files
 from jobstate.store.delivered import require_delivered
@@ -54,19 +55,25 @@ def guard(
             f"episode {episode_id} is completed; nothing more can be paid for it or decided", episode_id
         )
     episode = store.episode(episode_id)
-    stone = store.retired_here(episode_id)
-    if stone is not None:
+    retired = store.retired_in_history(episode_id=episode_id)
+    if retired is not None:
         raise StateInvalid(
-            f"episode {episode_id} was retired ({stone}) and is in state/ again: a retirement is for ever, and "
-            f"no jobstate command undoes one; nothing was run. See it with: jobstate verify; restore {stone} "
-            "and remove the episode directory (git revert the commit that brought it back)"
+            f"episode {episode_id} was retired ({retired[1]}) in this branch's history and is in state/ again: a "
+            f"retirement is for ever; nothing was run. See where with: git log -- {retired[1]}; restore the "
+            "tombstone and remove the episode directory (git revert the commit that brought it back)"
         )
-    first = store.first_id_here(episode.allocation_key)
+    holders = store.key_holders(episode.allocation_key)
+    problem = key_owner_problem(episode.allocation_key, holders, None) if len(holders) > 1 else None
+    if problem is not None:  # a copy by hand in HEAD: which of them ran is not ours to guess
+        raise StateInvalid(
+            f"{problem}: an episode copied by hand is the same run; nothing was run. See it with: jobstate verify"
+        )
+    first = store.first_id_of(episode.allocation_key)
     if first not in (None, episode_id):
         raise StateInvalid(
-            f"episode {episode_id} holds allocation key {episode.allocation_key!r}, which this branch gave "
-            f"{first} first: an episode copied or renamed by hand is the same run, paid already; nothing was "
-            "run. See it with: jobstate verify; restore the episode under its first ID"
+            f"episode {episode_id} holds allocation key {episode.allocation_key!r}, which this branch's history "
+            f"gave {first} first: an episode copied or renamed by hand is the same run, paid already; nothing "
+            f"was run. See it with: jobstate verify; restore the episode under its first ID"
         )
     # what Git delivered since this clone last looked, before anything is paid; a first look is remembered
     # only under the lock, once the fence passed (a refusal before it writes nothing)

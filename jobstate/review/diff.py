@@ -18,7 +18,7 @@ from jobstate.core.attempts import Attempt
 from jobstate.core.costs import totals
 from jobstate.core.episode_records import EpisodeRecords
 from jobstate.core.keys import key_problems
-from jobstate.core.layout import PRIVATE
+from jobstate.core.layout import PRIVATE, UNRECORDED
 from jobstate.core.model import Violation, appended
 from jobstate.core.money import sum_by_currency
 from jobstate.core.probe import PROBE_BY
@@ -206,6 +206,8 @@ def compare_states(base: StateView, new: StateView) -> Diff:
     for problem in new.unreadable:
         if problem not in base.unreadable:
             diff.alarms.append({"kind": "record refused", "episode": "-", "message": problem})
+    for path in sorted(set(new.unrecorded) - set(base.unrecorded)):  # verify's warning: a file nothing names
+        diff.alarms.append({"kind": "unrecorded file", "episode": "-", "message": f"{path}: {UNRECORDED}"})
     add_alarms(diff, [])
     if base.config_text != new.config_text:
         diff.settings = _settings_rows(base, new)
@@ -274,6 +276,7 @@ ALARM_ORDER = [
     "settings loosened",
     "probe command changed",
     "migration drift",
+    "unrecorded file",
 ]
 
 

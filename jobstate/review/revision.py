@@ -22,7 +22,6 @@ from jobstate.core.layout import (
     RECORD_FILES,
     RETIRED,
     STATE,
-    UNRECORDED,
     describes_episode,
     episode_dir,
     episode_of,
@@ -78,6 +77,7 @@ class StateView:
     config_text: bytes = b""  # jobstate.yaml as it is: any change to it is shown
     acknowledgements: list[Acknowledgement] = field(default_factory=list)  # budget overruns people accepted
     tombstones: dict[str, Tombstone] = field(default_factory=dict)  # the readable ones, by retired episode
+    unrecorded: list[str] = field(default_factory=list)  # files in episode directories no record names
 
 
 def _settings(snap: Revision, view: StateView) -> None:
@@ -172,7 +172,7 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
                     records = read_episode(snap, name, present=set(by_name[name]), problems=found)
                     records.blobs = blobs[name]
                     view.episodes[name] = records
-                    found += [(p, UNRECORDED) for p in unrecorded(name, blobs[name], records.artifacts)]
+                    view.unrecorded += unrecorded(name, blobs[name], records.artifacts)
                     view.unreadable += [f"{path}: {message}" for path, message in found]
                     ticker.add(len(by_name[name]))
         finally:

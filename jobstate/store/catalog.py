@@ -6,8 +6,8 @@ carries the blob ID of the file it was read from, and it is brought up to date
 the commit it knows. Deleting it is always safe.
 
 Beside the rows of HEAD it keeps what the branch's history ever had (``ever``:
-every episode ID with its key, never forgotten) and the tombstones of retired
-episodes (never forgotten either), so that an ID or key is never handed out twice; a rebuild derives the
+every episode ID with its key, never forgotten), the tombstones of retired
+episodes, and every tombstone a commit it saw had, so that an ID or key is never handed out twice; a rebuild derives the
 same from ``git log`` (jobstate.store.history).
 """
 
@@ -22,7 +22,7 @@ from jobstate.core.layout import RETIRED, STATE
 from jobstate.core.periods import is_episode_id
 from jobstate.errors import StateInvalid
 
-VERSION = "4"  # 3: paths of the state/<year>/<period>/<id> layout; 4: every key an ID ever had
+VERSION = "5"  # 3: paths of the state/<year>/<period>/<id> layout; 4: every key an ID ever had; 5: retirements
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -40,6 +40,18 @@ CREATE INDEX IF NOT EXISTS ever_by_period ON ever(period_id, sequence);
 CREATE TABLE IF NOT EXISTS retired(
     path TEXT PRIMARY KEY, episode_id TEXT NOT NULL, period_id TEXT NOT NULL,
     sequence INTEGER NOT NULL, allocation_key TEXT NOT NULL, blob TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS retired_ever(
+    episode_id TEXT NOT NULL, allocation_key TEXT NOT NULL, path TEXT NOT NULL, seen_in TEXT NOT NULL,
+    PRIMARY KEY(episode_id, seen_in));
+CREATE INDEX IF NOT EXISTS retired_ever_by_key ON retired_ever(allocation_key);
+"""
+# version 4 knew HEAD's tombstones only: they are remembered as seen at its head
+_FROM_4 = """
+BEGIN;
+INSERT OR IGNORE INTO retired_ever SELECT episode_id, allocation_key, path, (SELECT v FROM meta WHERE k='head')
+    FROM retired;
+UPDATE meta SET v='5' WHERE k='version';
+COMMIT;
 """
 # version 3 kept one key per ID: its table is moved aside and copied, so what the branch ever had survives
 # (a rebuild would see history and the reflog only)
@@ -103,6 +115,8 @@ class Catalog:
                 conn.executescript(_SCHEMA)
                 if old:
                     conn.executescript(_COPY_3)
+                if _version(conn) == "4":
+                    conn.executescript(_FROM_4)
                 if conn.execute("SELECT v FROM meta WHERE k='version'").fetchone() not in (None, (VERSION,)):
                     raise sqlite3.DatabaseError("other version")
                 conn.execute("INSERT OR REPLACE INTO meta VALUES('version', ?)", (VERSION,))
@@ -175,12 +189,6 @@ class Catalog:
         cur = self.conn.execute("SELECT * FROM ever WHERE allocation_key=? ORDER BY episode_id", (key,))
         return [Seen(*r) for r in cur.fetchall()]
 
-    def first_id_of_key(self, key: str) -> str | None:
-        """The first episode ID (of today's form) the key had on this branch, or None: a later one is a copy
-        or rename by hand of the same run."""
-        rows = self.conn.execute("SELECT episode_id FROM ever WHERE allocation_key=? ORDER BY rowid", (key,))
-        return next((r[0] for r in rows if is_episode_id(r[0])), None)
-
     def ever_by_id(self, episode_id: str) -> Seen | None:
         """The episode ``episode_id`` as the branch's history had it, or None."""
         # the first key the branch gave it (two branches may have given one ID two keys: each stays refused)
@@ -203,14 +211,33 @@ class Catalog:
             return None
 
     def retirement(self, episode_id: str) -> Row | None:
-        """The tombstone of a retired episode this branch ever committed, or None."""
+        """The tombstone of a retired episode HEAD holds, or None."""
         row = self.conn.execute("SELECT * FROM retired WHERE episode_id=?", (episode_id,)).fetchone()
         return None if row is None else Row(*row)
 
-    def retired_key(self, key: str) -> Row | None:
-        """The tombstone this branch ever committed that keeps ``key``, or None."""
-        row = self.conn.execute("SELECT * FROM retired WHERE allocation_key=?", (key,)).fetchone()
-        return None if row is None else Row(*row)
+    def retirements(self, *, episode_id: str | None = None, key: str | None = None) -> list[tuple[str, str, str]]:
+        """Every tombstone of the episode (or keeping the key) that a commit this clone saw had: (episode ID,
+        path, the commit seen in); one that is in HEAD's history retires it there, whatever HEAD holds now."""
+        column, value = ("episode_id", episode_id) if episode_id is not None else ("allocation_key", key)
+        query = f"SELECT episode_id, path, seen_in FROM retired_ever WHERE {column}=? ORDER BY rowid"  # noqa: S608
+        return [(r[0], r[1], r[2]) for r in self.conn.execute(query, (value,)).fetchall()]
+
+    def remember_retired(self, rows: list[Row], seen_in: str) -> None:
+        """Record tombstones the branch's history had (call under the lock)."""
+        with self.conn:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self._remember_retired(rows, seen_in)
+
+    def _remember_retired(self, rows: list[Row], seen_in: str) -> None:
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO retired_ever VALUES(?,?,?,?)",
+            [(r.episode_id, r.allocation_key, r.path, seen_in) for r in rows],
+        )
+
+    def seen_of_key(self, key: str) -> list[tuple[str, str]]:
+        """(episode ID of today's form, the commit it was first seen in) of every episode the key ever had."""
+        rows = self.conn.execute("SELECT episode_id, seen_in FROM ever WHERE allocation_key=? ORDER BY rowid", (key,))
+        return [(r[0], r[1]) for r in rows if is_episode_id(r[0])]
 
     def remember(self, rows: list[Row], seen_in: str) -> None:
         """Record episodes the branch's history had: every key an ID was ever committed with stays (two
@@ -247,16 +274,17 @@ class Catalog:
         """Apply one change in a single transaction and record the commit it reflects."""
         with self.conn:
             self.conn.execute("BEGIN IMMEDIATE")
-            # a tombstone, once committed, is never forgotten either: one a merge removed (an episode
-            # un-retired by hand) keeps its ID and key retired here
             if replace_all:
                 self.conn.execute("DELETE FROM rows")
-            self.conn.executemany("DELETE FROM rows WHERE path=?", [(p,) for p in remove])
+                self.conn.execute("DELETE FROM retired")
+            for table in ("rows", "retired"):
+                self.conn.executemany(f"DELETE FROM {table} WHERE path=?", [(p,) for p in remove])  # noqa: S608
             for r in add:
                 table = "retired" if r.path.startswith(f"{RETIRED}/") else "rows"
                 self.conn.execute(f"INSERT OR REPLACE INTO {table} VALUES(?,?,?,?,?,?)", r)
-            # an episode once committed is never forgotten, whatever later commits do to it
+            # an episode once committed is never forgotten, whatever later commits do to it; nor a retirement
             self._remember(add, head or "")
+            self._remember_retired([r for r in add if r.path.startswith(f"{RETIRED}/")], head or "")
             meta["head"] = head or ""
             self.conn.executemany("INSERT OR REPLACE INTO meta VALUES(?,?)", list(meta.items()))
 

@@ -10,12 +10,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
-from jobstate.core.layout import EPISODE_FILE, STATE, describes_episode, episode_of, episode_path
+from jobstate.core.layout import EPISODE_FILE, RETIRED, STATE, describes_episode, episode_of, episode_path
 from jobstate.git.objects import CatFile, MissingObject
 from jobstate.git.runner import READ_ONLY_ENV, run_git
 
 # the pathspecs of every episode.yaml: state/<year>/<period>/<id>/, and state/<id>/ of the flat layout
 EPISODE_FILES = (f":(glob){STATE}/*/*/*/{EPISODE_FILE}", f":(glob){STATE}/*/{EPISODE_FILE}")
+TOMBSTONES = (f":(glob){RETIRED}/*/*/*.yaml", f":(glob){RETIRED}/*.yaml")  # today's layout, and the flat one
 
 
 class Event(NamedTuple):
@@ -28,7 +29,9 @@ class Event(NamedTuple):
     blob: str  # the file's blob: the one added, or the one deleted
 
 
-def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) -> list[Event]:
+def episode_events(
+    cwd: Path, tips: Iterable[str], exclude: Iterable[str] = (), paths: tuple[str, ...] = EPISODE_FILES
+) -> list[Event]:
     """Every addition and removal of an episode in the commits reachable from ``tips`` and not
     from ``exclude``, newest first. Merges count against each parent (a resolution that dropped
     a directory is a removal). This is a read-only operation."""
@@ -48,7 +51,7 @@ def episode_events(cwd: Path, tips: Iterable[str], exclude: Iterable[str] = ()) 
         "-z",
         "--format=%x01%H",
         "--",
-        *EPISODE_FILES,
+        *paths,
         input=("\n".join(revs) + "\n").encode(),
         env=READ_ONLY_ENV,
     )

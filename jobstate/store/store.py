@@ -33,7 +33,7 @@ from jobstate.core.layout import (
     period_dir,
     retired_path,
 )
-from jobstate.core.periods import Period, parse_episode_id, require_kind
+from jobstate.core.periods import Period, is_episode_id, parse_episode_id, require_kind
 from jobstate.core.records import Episode, episode_from_yaml_dict
 from jobstate.errors import DirtyState, EpisodeUnknown, NotInitialized, StateInvalid, UsageError
 from jobstate.git.repo import GitRepo, find_root
@@ -209,17 +209,39 @@ class Store:
             return None
         return cat
 
-    def retired_here(self, episode_id: str) -> str | None:
-        """The tombstone path of ``episode_id`` if this clone ever saw it retired (the catalog never forgets
-        one, whatever HEAD holds now), else None. Read-only."""
-        cat = self._read_only_catalog()
-        row = None if cat is None else cat.retirement(episode_id)
-        return None if row is None else row.path
+    def retired_in_history(
+        self, *, episode_id: str | None = None, key: str | None = None, cat: Catalog | None = None
+    ) -> tuple[str, str] | None:
+        """(episode ID, tombstone path) of a retirement of the episode (or keeping the key) that a commit of
+        HEAD's history had, as this clone saw it: it stands whatever HEAD holds now (a merge that took the
+        tombstone away), and a branch that never had it, or a reset that undid it, is not bound. Read-only."""
+        cat = cat or self._read_only_catalog()
+        head = self.git.head_commit()
+        if cat is None or head is None:
+            return None
+        for eid, path, seen in cat.retirements(episode_id=episode_id, key=key):
+            if seen == head or self.git.is_ancestor(seen, head):
+                return eid, path
+        return None
 
-    def first_id_here(self, key: str) -> str | None:
-        """The first episode ID ``key`` had on this branch as this clone saw it, or None. Read-only."""
+    def key_holders(self, key: str) -> list[str]:
+        """The episodes of HEAD (as the catalog last saw it) that hold ``key``. Read-only."""
         cat = self._read_only_catalog()
-        return None if cat is None else cat.first_id_of_key(key)
+        rows = [] if cat is None else cat.by_key(key)
+        return sorted({row.episode_id for row in rows if is_episode_id(row.episode_id)})
+
+    def first_id_of(self, key: str, cat: Catalog | None = None) -> str | None:
+        """The episode ID ``key`` had first in HEAD's history, when it had several (one copied or renamed by
+        hand): the one whose first commit precedes every other's; None for one ID, or when none precedes (a
+        fresh clone saw them at once). Read-only."""
+        cat = cat or self._read_only_catalog()
+        seen = [] if cat is None else cat.seen_of_key(key)
+        head = self.git.head_commit()
+        if len({eid for eid, _commit in seen}) < 2 or head is None:
+            return None
+        ours = [(eid, c) for eid, c in seen if c == head or self.git.is_ancestor(c, head)]
+        firsts = {eid for eid, c in ours if all(c == other or self.git.is_ancestor(c, other) for _e, other in ours)}
+        return firsts.pop() if len(firsts) == 1 else None
 
     def open_catalog(self) -> Catalog:
         """The writable catalog connection, as it is (the transaction brings it up to date under the lock)."""

@@ -33,7 +33,7 @@ from jobstate.git.repoconfig import converted_by_git
 from jobstate.store.attributes import converted_error
 from jobstate.store.catalog import Catalog, Row
 from jobstate.store.config import config_from_text
-from jobstate.store.history import branch_tips, episode_events, files_at
+from jobstate.store.history import EPISODE_FILES, TOMBSTONES, Event, branch_tips, episode_events, files_at
 from jobstate.store.store import Store, walk_state
 from jobstate.store.yamlio import load_file, loads
 
@@ -123,7 +123,9 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
     if not known:
         with contextlib.suppress(UsageError):  # a detached HEAD has no branch, hence no reflog of one
             tips += branch_tips(root, store.git.head_ref())
-    events = episode_events(root, tips, [known] if known else [])
+    events = episode_events(root, tips, [known] if known else [], paths=EPISODE_FILES + TOMBSTONES)
+    _remember_retirements(store, cat, [e for e in events if e.status == "A" and is_retired_path(e.path)])
+    events = [e for e in events if not is_retired_path(e.path)]
     # every addition, not the first of each ID: two branches may have handed out one ID with two keys, and
     # whichever file a merge kept, the other key was given (and maybe paid) too
     added = {(e.commit, e.path): e for e in reversed(events) if e.status == "A"}  # the oldest first
@@ -148,6 +150,21 @@ def _remember_history(store: Store, cat: Catalog, head: str, known: str | None) 
         by_commit.setdefault(event.commit, []).append(Row(event.path, eid, period.id, sequence, key, ""))
     for commit, rows in by_commit.items():
         cat.remember(rows, commit)
+
+
+def _remember_retirements(store: Store, cat: Catalog, added: list[Event]) -> None:
+    """Record the tombstones the new commits added (all of history when the catalog starts afresh): a
+    retirement that a later merge took away still stands for the branch whose history had it."""
+    if not added:
+        return
+    blobs = files_at(store.git.root, sorted({e.blob for e in added}))
+    for event in reversed(added):  # the oldest first
+        with contextlib.suppress(StateInvalid, UsageError):  # an unreadable tombstone retires nothing here
+            stone = tombstone_from_yaml_dict(
+                loads(blobs.get(event.blob) or b"", event.path), event.path, event.episode_id
+            )
+            row = Row(event.path, stone.episode_id, stone.period_id, stone.sequence, stone.allocation_key, "")
+            cat.remember_retired([row], event.commit)
 
 
 def rows_from_blobs(store: Store, blobs: list[tuple[str, str]]) -> list[Row]:
