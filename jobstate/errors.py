@@ -53,7 +53,8 @@ EXIT_TABLE: tuple[ExitCode, ...] = (
         USAGE,
         "usage or bad input",
         "a malformed option, environment variable, key, period, time, amount or episode ID (control characters, "
-        "nan, out of range, a calendar edge); not a Git repository or not initialised (jobstate init); dirty "
+        "nan, out of range, a calendar edge); not a Git repository or not initialised (jobstate init), or a "
+        "shallow clone (its history is cut: git fetch --unshallow); dirty "
         "state: uncommitted, staged or untracked files where jobstate must read committed state (in state/ too), "
         "or a committed file that CMD changed without reporting it (its step is recorded); a result file "
         "from CMD that jobstate refuses (when CMD itself succeeded); a decision the state does not allow "

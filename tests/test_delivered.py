@@ -140,7 +140,7 @@ def test_an_episode_copied_or_renamed_by_hand_is_never_paid_again(
     assert "allocation key 'weekly' belongs to several episodes: 2026-W30-0, 2026-W30-5" in allocated.stderr
     proc = run_cli("run", "--episode", new, "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
     assert proc.returncode == errors.STATE_INVALID, proc.stderr
-    said = "belongs to several episodes: 2026-W30-0, 2026-W30-5" if how == "copied" else f"gave {EID} first"
+    said = "belongs to several episodes: 2026-W30-0, 2026-W30-5" if how == "copied" else f"{EID} held too"
     assert said in proc.stderr
     assert runs(tmp_path) == 1
     assert git(repo, "rev-parse", "HEAD").strip() == head
@@ -323,3 +323,23 @@ def test_a_merged_symlink_for_history_is_flagged_and_nothing_is_written_through_
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert list(outside.iterdir()) == []
     assert git(repo, "rev-parse", "HEAD") == before
+
+
+def test_a_copy_removed_again_leaves_the_original_paid_as_usual(repo: Path, tmp_path: Path) -> None:
+    """The fence reads HEAD's episodes from a catalog of HEAD only: a copy removed since the last refresh
+    is no reason to refuse the original."""
+    _paid(repo, tmp_path, step="first")
+    copy = repo / episode_dir("2026-W30-5")
+    shutil.copytree(repo / episode_dir(EID), copy)
+    episode = copy / "episode.yaml"
+    episode.write_text(episode.read_text().replace(EID, "2026-W30-5").replace("sequence: 0", "sequence: 5"))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a copy by hand")
+    assert (
+        run_cli("allocate", "--key", "weekly", "--week", "2026-W30", cwd=repo).returncode == errors.ALLOCATION_CONFLICT
+    )
+    git(repo, "rm", "-rq", episode_dir("2026-W30-5"))
+    git(repo, "commit", "-qm", "the copy removed")
+    proc = run_cli("run", "--episode", EID, "--step", "second", "--", *counting_step(tmp_path), cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert runs(tmp_path) == 2

@@ -351,3 +351,63 @@ def test_a_new_episode_with_a_retired_key_is_the_same_alarm_in_diff_as_the_error
     checked = run_cli("verify", "--rev", "HEAD", "--strict", "--against", base, cwd=repo)
     assert checked.returncode == 1, checked.stdout
     assert rule in checked.stdout
+
+
+def test_a_catalog_of_version_4_is_derived_again_with_the_retirements_history_holds(repo: Path, tmp_path: Path) -> None:
+    """Version 4 kept no retirement HEAD had lost: an upgrade walks history again, so an un-retirement it
+    refreshed over (with an older jobstate) is still refused."""
+    import sqlite3
+
+    _alloc(repo, "k1")
+    _alloc(repo, "k2")
+    _retire(repo, "2026-W32-1")
+    stone = retired_path("2026-W32-1")
+    _merged(repo, ("rm", "-q", stone), ("checkout", "HEAD~1", "--", episode_dir("2026-W32-1")))
+    assert _alloc(repo, "k1")[0] == OK  # the catalog is at HEAD
+    with sqlite3.connect(repo / ".jobstate" / "catalog.sqlite") as conn:  # as version 4 left it
+        conn.execute("DROP TABLE retired_ever")
+        conn.execute("UPDATE meta SET v='4' WHERE k='version'")
+    code, out, err = _alloc(repo, "k2")
+    assert (code, out) == (ALLOCATION_CONFLICT, ""), err
+    assert f"(2026-W32-1, retired ({stone}))" in err
+
+
+def test_a_key_whose_first_commit_was_rewritten_is_never_answered_by_a_renamed_copy(repo: Path, tmp_path: Path) -> None:
+    """The key's first commit is no ancestor after a cherry-pick: no ID is provably first, so none is
+    guessed (the renamed one is refused)."""
+    _alloc(repo, "k0")
+    _alloc(repo, "k1")
+    first = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "reset", "-q", "--hard", "HEAD~1")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "upstream")
+    git(repo, "cherry-pick", first)
+    episode = repo / episode_dir("2026-W32-1") / "episode.yaml"
+    git(repo, "mv", episode_dir("2026-W32-1"), episode_dir("2026-W32-2"))
+    moved = repo / episode_dir("2026-W32-2") / "episode.yaml"
+    moved.write_text(moved.read_text().replace("2026-W32-1", "2026-W32-2").replace("sequence: 1", "sequence: 2"))
+    git(repo, "commit", "-qam", "renamed by hand")
+    assert not episode.exists()
+    proc = run_cli("run", "--episode", "2026-W32-2", "--step", "generate", "--", *counting_step(tmp_path), cwd=repo)
+    assert proc.returncode == STATE_INVALID, proc.stderr
+    assert "2026-W32-1 held too" in proc.stderr
+    assert runs(tmp_path) == 0
+
+
+def test_a_shallow_clone_decides_nothing_until_its_history_is_fetched(repo: Path, tmp_path: Path) -> None:
+    """Its cut history may hold a retirement (or an ID) that HEAD lost: nothing is answered from half of it."""
+    _alloc(repo, "k1")
+    _alloc(repo, "k2")
+    _retire(repo, "2026-W32-1")
+    stone = retired_path("2026-W32-1")
+    _merged(repo, ("rm", "-q", stone), ("checkout", "HEAD~1", "--", episode_dir("2026-W32-1")))
+    git(repo, "commit", "-q", "--allow-empty", "-m", "later")
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow))
+    code, out, err = _alloc(shallow, "k2")
+    assert (code, out) == (USAGE, "")
+    assert "is a shallow clone" in err
+    assert "git fetch --unshallow" in err
+    assert not (shallow / ".jobstate" / "catalog.sqlite").exists() or status(shallow) == ""
+    git(shallow, "fetch", "-q", "--unshallow")
+    code, out, err = _alloc(shallow, "k2")
+    assert (code, out) == (ALLOCATION_CONFLICT, ""), err

@@ -69,13 +69,13 @@ def _decide(
         # an episode holds a key a tombstone of this branch's history keeps: un-retired, or given it, by hand
         problem = key_owner_problem(key, list(matches), retired[0])
         raise AllocationConflict(f"{problem} ({retired[0]}, retired ({retired[1]})): use a new key")
-    first = store.first_id_of(key, cat) if matches else None
-    if first is not None and first not in matches:
-        # the key's episode is under another ID now (a copy, a rename by hand): which one ran is not ours to guess
-        problem = key_owner_problem(key, sorted({first, *matches}), None)
+    others = store.other_first(key, next(iter(matches)), cat) if len(matches) == 1 else None
+    if others is not None:
+        # the key's episode is under another ID too (a copy, a rename by hand): which one ran is not ours to guess
+        problem = key_owner_problem(key, sorted({*others, *matches}), None)
         raise AllocationConflict(
-            f"{problem}, as this branch's history has them ({first} first); jobstate will not guess which to "
-            "reuse: run jobstate verify and restore the episode under its first ID"
+            f"{problem}, as this branch's history has them; jobstate will not guess which to reuse: run "
+            "jobstate verify and restore the episode under its first ID"
         )
     if matches:
         ((episode_id, period_id),) = matches.items()

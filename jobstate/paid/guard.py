@@ -68,12 +68,13 @@ def guard(
         raise StateInvalid(
             f"{problem}: an episode copied by hand is the same run; nothing was run. See it with: jobstate verify"
         )
-    first = store.first_id_of(episode.allocation_key)
-    if first not in (None, episode_id):
+    others = store.other_first(episode.allocation_key, episode_id)
+    if others is not None:
         raise StateInvalid(
-            f"episode {episode_id} holds allocation key {episode.allocation_key!r}, which this branch's history "
-            f"gave {first} first: an episode copied or renamed by hand is the same run, paid already; nothing "
-            f"was run. See it with: jobstate verify; restore the episode under its first ID"
+            f"episode {episode_id} holds allocation key {episode.allocation_key!r}, which "
+            f"{', '.join(e for e in others if e != episode_id)} held too, and {episode_id} is not provably its "
+            "first: an episode copied or renamed by hand is the same run, paid already; nothing was run. See it "
+            "with: jobstate verify; restore the episode under its first ID"
         )
     # what Git delivered since this clone last looked, before anything is paid; a first look is remembered
     # only under the lock, once the fence passed (a refusal before it writes nothing)

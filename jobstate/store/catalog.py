@@ -45,11 +45,13 @@ CREATE TABLE IF NOT EXISTS retired_ever(
     PRIMARY KEY(episode_id, seen_in));
 CREATE INDEX IF NOT EXISTS retired_ever_by_key ON retired_ever(allocation_key);
 """
-# version 4 knew HEAD's tombstones only: they are remembered as seen at its head
+# version 4 knew HEAD's tombstones only, and kept ones a branch switch took away: the rows of HEAD are
+# derived again and every tombstone read from history (the commit it knew is forgotten: a whole walk follows)
 _FROM_4 = """
 BEGIN;
-INSERT OR IGNORE INTO retired_ever SELECT episode_id, allocation_key, path, (SELECT v FROM meta WHERE k='head')
-    FROM retired;
+DELETE FROM retired;
+DELETE FROM rows;
+DELETE FROM meta WHERE k='head';
 UPDATE meta SET v='5' WHERE k='version';
 COMMIT;
 """

@@ -216,32 +216,37 @@ class Store:
         HEAD's history had, as this clone saw it: it stands whatever HEAD holds now (a merge that took the
         tombstone away), and a branch that never had it, or a reset that undid it, is not bound. Read-only."""
         cat = cat or self._read_only_catalog()
-        head = self.git.head_commit()
-        if cat is None or head is None:
+        found = [] if cat is None else cat.retirements(episode_id=episode_id, key=key)
+        head = self.git.head_commit() if found else None  # no git process in the common case
+        if head is None:
             return None
-        for eid, path, seen in cat.retirements(episode_id=episode_id, key=key):
+        for eid, path, seen in found:
             if seen == head or self.git.is_ancestor(seen, head):
                 return eid, path
         return None
 
     def key_holders(self, key: str) -> list[str]:
         """The episodes of HEAD (as the catalog last saw it) that hold ``key``. Read-only."""
-        cat = self._read_only_catalog()
+        cat = self.read_catalog()  # HEAD's rows exactly: a stale catalog may hold a copy removed since
         rows = [] if cat is None else cat.by_key(key)
         return sorted({row.episode_id for row in rows if is_episode_id(row.episode_id)})
 
-    def first_id_of(self, key: str, cat: Catalog | None = None) -> str | None:
-        """The episode ID ``key`` had first in HEAD's history, when it had several (one copied or renamed by
-        hand): the one whose first commit precedes every other's; None for one ID, or when none precedes (a
-        fresh clone saw them at once). Read-only."""
+    def other_first(self, key: str, episode_id: str | None, cat: Catalog | None = None) -> list[str] | None:
+        """When ``key`` has had more than one episode ID (one copied or renamed by hand): every ID it had, unless
+        ``episode_id`` is provably its first (its first commit precedes every other's in HEAD's history); None
+        when the key had one ID, or ``episode_id`` is its first. Which of several ran is never guessed: a
+        rewritten history or a fresh clone that saw them at once proves no order. Read-only."""
         cat = cat or self._read_only_catalog()
         seen = [] if cat is None else cat.seen_of_key(key)
-        head = self.git.head_commit()
-        if len({eid for eid, _commit in seen}) < 2 or head is None:
+        ids = sorted({eid for eid, _commit in seen})
+        head = self.git.head_commit() if len(ids) > 1 else None  # no git process in the common case
+        if head is None:
             return None
-        ours = [(eid, c) for eid, c in seen if c == head or self.git.is_ancestor(c, head)]
-        firsts = {eid for eid, c in ours if all(c == other or self.git.is_ancestor(c, other) for _e, other in ours)}
-        return firsts.pop() if len(firsts) == 1 else None
+        mine = [c for eid, c in seen if eid == episode_id and (c == head or self.git.is_ancestor(c, head))]
+        others = [c for eid, c in seen if eid != episode_id]
+        if mine and all(any(m == c or self.git.is_ancestor(m, c) for m in mine) for c in others):
+            return None
+        return ids
 
     def open_catalog(self) -> Catalog:
         """The writable catalog connection, as it is (the transaction brings it up to date under the lock)."""

@@ -64,6 +64,12 @@ def _refresh(store: Store, cat: Catalog, known: str | None, head: str | None) ->
     modes = diff_modes(store.git, known, head, STATE, HISTORY) if known else None
     changed = None if modes is None else [path for _mode, path in modes]
     if modes is None:
+        if (store.git.common_dir / "shallow").exists():  # git's own record of a cut history
+            raise UsageError(
+                f"{store.root} is a shallow clone: the IDs, keys and retirements of its cut history are unknown "
+                "here, so jobstate decides nothing on it; fetch the history with: git fetch --unshallow "
+                "(actions/checkout: fetch-depth: 0)"
+            )
         entries = store.git.ls_tree(head, STATE, HISTORY)
         _refuse_odd((mode, path) for mode, _sha, path in entries)
         replace_all = True
