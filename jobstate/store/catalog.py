@@ -6,9 +6,10 @@ carries the blob ID of the file it was read from, and it is brought up to date
 the commit it knows. Deleting it is always safe.
 
 Beside the rows of HEAD it keeps what the branch's history ever had (``ever``:
-every episode ID with its key, never forgotten), the tombstones of retired
-episodes, and every tombstone a commit it saw had, so that an ID or key is never handed out twice; a rebuild derives the
-same from ``git log`` (jobstate.store.history).
+every episode ID with its key, never forgotten), the tombstones of HEAD, and
+every tombstone a commit it saw had (``retired_ever``, each with that commit),
+so that an ID or key is never handed out twice; a rebuild derives the same from
+``git log`` (jobstate.store.history).
 """
 
 from __future__ import annotations
