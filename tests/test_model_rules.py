@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobstate.core.approvals import Decision
+from jobstate.core.approvals import Decision, approved
 from jobstate.core.artifacts import Artifact
 from jobstate.core.attempts import Attempt, Steps
 from jobstate.core.costs import CostEntry
@@ -15,7 +15,6 @@ from jobstate.core.model import (
     TRANSITIONS,
     Violation,
     appended,
-    approved,
     attempt_change,
     attempts_violations,
     completion_problems,
