@@ -140,11 +140,12 @@ def read_state(path: Path, rev: str, *, progress: bool | None = None, only: set[
         view.unreadable += [f"{p}: {text}" for p, text in snap.attribute_problems(files)]
         view.unreadable += [f"{p}: {TWICE}" for p in snap.twice]
         view.unreadable += [f"{STATE}: {FLAT}"] if snap.flat_episodes() else []
-        view.unreadable += [f"{p}: {why}" for p in sorted(files) if (why := misplaced(p)) is not None]
         _tombstones(snap, [p for p in sorted(files) if is_retired_path(p)], view)
         by_name: dict[str, list[str]] = {}  # episode -> the record files it has here
         for p, entry in sorted(files.items()):
             described = episode_of(p)
+            if described is None and (why := misplaced(p)) is not None:
+                view.unreadable.append(f"{p}: {why}")
             if described is None or described[1] == "":
                 continue
             name, leaf = described
