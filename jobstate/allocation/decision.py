@@ -64,11 +64,8 @@ def _decide(
         episode_path(o.episode_id): store.path(episode_path(o.episode_id)).read_bytes() for o in orphans
     }
     note = _recover_message(orphans)
-    retired = store.retired_in_history(key=key, cat=cat) if matches else None
-    if retired is not None:
-        # an episode holds a key a tombstone of this branch's history keeps: un-retired, or given it, by hand
-        problem = key_owner_problem(key, list(matches), retired[0])
-        raise AllocationConflict(f"{problem} ({retired[0]}, retired ({retired[1]})): use a new key")
+    if matches:  # an episode holds a key a tombstone of this branch's history keeps: un-retired, or given it, by hand
+        _refuse_retired(key, store.retired_in_history(key=key, cat=cat))
     others = store.other_first(key, next(iter(matches)), cat) if len(matches) == 1 else None
     if others is not None:
         # the key's episode is under another ID too (a copy, a rename by hand): which one ran is not ours to guess
@@ -147,17 +144,21 @@ def _refuse_other_branch(store: Store) -> None:
     )
 
 
+def _refuse_retired(key: str, retired: tuple[str, str] | None) -> None:
+    """The rule verify applies to every key: a retired key is never handed out again (``retired``: the
+    episode and tombstone of a retirement in this branch's history, or None)."""
+    if retired is not None:
+        problem = key_owner_problem(key, [retired[0]], retired[0])
+        raise AllocationConflict(f"{problem} ({retired[0]}, retired ({retired[1]})): use a new key")
+
+
 def _refuse_gone(store: Store, cat: Catalog, key: str) -> None:
     """A key whose episode was retired or has vanished from HEAD keeps it: allocating it again is refused."""
     gone = cat.ever_by_key(key)
     if not gone:
         return
     seen = gone[0]
-    stone = cat.retirement(seen.episode_id)
-    if stone is not None:
-        # the rule verify applies to every key: a retired key is never handed out again
-        problem = key_owner_problem(key, [seen.episode_id], seen.episode_id)
-        raise AllocationConflict(f"{problem} ({seen.episode_id}, retired ({stone.path})): use a new key")
+    _refuse_retired(key, store.retired_in_history(episode_id=seen.episode_id, cat=cat))
     head = cat.meta("head") or "HEAD"
     holder = cat.row(episode_path(seen.episode_id))
     if holder is not None and holder.allocation_key != key:
